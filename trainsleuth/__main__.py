@@ -1,0 +1,3 @@
+from trainsleuth.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""The `trainsleuth` command line. Each subcommand lives in its own module with `add_parser`.
+
+Imports stay light: a subcommand imports what it needs only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from trainsleuth import __version__
+from trainsleuth.cli import client, demo, hook, install, logs, probe, serve
+
+COMMANDS = (serve, probe, logs, client, install, hook, demo)
+
+EXIT_OK = 0
+EXIT_EXPECTATION = 1  # an expectation or --fail-on threshold was not met
+EXIT_USAGE = 2
+EXIT_ERROR = 3  # the server, the tool or the analysis itself failed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainsleuth",
+        description="Debug machine-learning training: root cause first, evidence before conclusions, "
+        "one change at a time, and a hard stop after three failed fixes.",
+    )
+    parser.add_argument("--version", action="version", version=f"trainsleuth {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+def not_available(command: str, issue: int) -> int:
+    print(
+        f"trainsleuth {command}: not available yet in this version (planned in issue {issue}).",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE

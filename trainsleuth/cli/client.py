@@ -1,0 +1,20 @@
+"""`trainsleuth client` (issue 9): wired when its capability lands."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "client", help="scripted MCP client for CI", description="client call|run: scripted MCP client for CI"
+    )
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainsleuth.cli import not_available
+
+    return not_available("client", 9)

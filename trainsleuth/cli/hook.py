@@ -1,0 +1,22 @@
+"""`trainsleuth hook` (issue 9): wired when its capability lands."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "hook",
+        help="edit gate for clients' pre-tool hooks",
+        description="hook CLIENT: edit gate for clients' pre-tool hooks",
+    )
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainsleuth.cli import not_available
+
+    return not_available("hook", 9)

@@ -1,0 +1,1 @@
+"""Scripted CI client, client config installers, edit-gate hooks."""

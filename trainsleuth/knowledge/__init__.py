@@ -1,0 +1,1 @@
+"""Failure-mode catalog, checklists, fix patterns, project constraints."""

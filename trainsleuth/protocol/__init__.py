@@ -1,0 +1,1 @@
+"""The investigation state machine and its SQLite store. No MCP imports here."""

@@ -1,0 +1,16 @@
+"""What the server publishes as MCP resources and prompts (protocol, checklists, failure modes)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from trainsleuth.server.context import ServerContext
+
+
+def register_resources(server: MCPServer, ctx: ServerContext) -> None:
+    from trainsleuth.resources import protocol_docs
+
+    protocol_docs.register(server, ctx)

@@ -1,0 +1,1 @@
+"""MCP wiring only: tool/resource/prompt registration, transports and workspace policy."""

@@ -1,0 +1,206 @@
+"""Load and validate a probe entrypoint (`file.py:function` or `package.module:function`).
+
+Standard library only at import time (torch is imported when the contract is checked), because
+this runs inside the user's interpreter. Errors carry a machine-readable `kind` and, for contract
+problems, the offending `key`, so the server can tell the user exactly what to fix.
+"""
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+CONTRACT_KEYS = ("model", "batch", "batches", "loss_fn", "optimizer", "step_fn", "setup", "wrap_model")
+
+
+class EntrypointError(Exception):
+    def __init__(self, kind, message, key=None, tb=None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.key = key
+        self.tb = tb
+
+    def to_json(self):
+        return {"kind": self.kind, "message": self.message, "key": self.key, "traceback": self.tb}
+
+
+def _tb_tail(limit=3000):
+    text = traceback.format_exc()
+    return text[-limit:]
+
+
+def load_function(spec, cwd=None):
+    """Import the entrypoint's module and return the function object."""
+    cwd = cwd or os.getcwd()
+    if ":" not in spec:
+        raise EntrypointError(
+            "bad_entrypoint",
+            f"entrypoint {spec!r} must look like path/to/file.py:function or package.module:function",
+        )
+    target, _, func_name = spec.rpartition(":")
+    if not target or not func_name:
+        raise EntrypointError("bad_entrypoint", f"entrypoint {spec!r} names no module or no function")
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    if target.endswith(".py") or os.sep in target or "/" in target:
+        path = target if os.path.isabs(target) else os.path.join(cwd, target)
+        if not os.path.isfile(path):
+            raise EntrypointError("entrypoint_not_found", f"entrypoint file {target!r} does not exist")
+        folder = os.path.dirname(os.path.abspath(path))
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        mod_name = "_ts_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise EntrypointError("entrypoint_not_found", f"cannot import {target!r} as a Python file")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException as exc:  # the user's module failed at import time
+            raise EntrypointError(
+                "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
+            ) from None
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as exc:
+            if exc.name and target.startswith(exc.name):
+                raise EntrypointError("entrypoint_not_found", f"module {target!r} was not found") from None
+            raise EntrypointError(
+                "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
+            ) from None
+        except BaseException as exc:
+            raise EntrypointError(
+                "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
+            ) from None
+    fn = getattr(module, func_name, None)
+    if fn is None:
+        raise EntrypointError("function_not_found", f"{target!r} defines no function {func_name!r}")
+    if not callable(fn):
+        raise EntrypointError("function_not_found", f"{target}:{func_name} is not callable")
+    return fn
+
+
+def _is_tensor_tree(obj, torch, depth=0):
+    if depth > 6:
+        return False
+    if isinstance(obj, torch.Tensor):
+        return True
+    if isinstance(obj, dict):
+        return len(obj) > 0 and all(
+            _is_tensor_tree(v, torch, depth + 1) or not hasattr(v, "shape") for v in obj.values()
+        )
+    if isinstance(obj, (list, tuple)):
+        return len(obj) > 0 and any(_is_tensor_tree(v, torch, depth + 1) for v in obj)
+    return False
+
+
+def validate_contract(result):
+    """Check the mapping returned by the entrypoint and normalise it (always a `batches` list)."""
+    import torch
+
+    if not isinstance(result, dict):
+        try:
+            result = dict(result)
+        except Exception:
+            raise EntrypointError(
+                "contract_error",
+                f"the entrypoint must return a mapping with at least 'model' and 'batch', got {type(result).__name__}",
+            ) from None
+    if "model" not in result:
+        raise EntrypointError("contract_error", "the returned mapping has no 'model' key", key="model")
+    if not isinstance(result["model"], torch.nn.Module):
+        raise EntrypointError(
+            "contract_error",
+            f"'model' must be a torch.nn.Module, got {type(result['model']).__name__}",
+            key="model",
+        )
+    if "batch" in result and "batches" in result:
+        raise EntrypointError("contract_error", "give either 'batch' or 'batches', not both", key="batches")
+    if "batch" in result:
+        batches = [result["batch"]]
+        key = "batch"
+    elif "batches" in result:
+        key = "batches"
+        try:
+            batches = list(result["batches"])
+        except TypeError:
+            raise EntrypointError(
+                "contract_error", "'batches' must be a list or an iterable of batches", key=key
+            ) from None
+        if not batches:
+            raise EntrypointError("contract_error", "'batches' is empty", key=key)
+    else:
+        raise EntrypointError(
+            "contract_error", "the returned mapping has neither 'batch' nor 'batches'", key="batch"
+        )
+    for i, b in enumerate(batches):
+        if not _is_tensor_tree(b, torch):
+            where = key if key == "batch" else f"batches[{i}]"
+            raise EntrypointError(
+                "contract_error",
+                f"{where} must be a tensor, a tuple/list or a dict of tensors, got {type(b).__name__}",
+                key=key,
+            )
+    for name in ("loss_fn", "step_fn", "setup", "wrap_model"):
+        if result.get(name) is not None and not callable(result[name]):
+            raise EntrypointError("contract_error", f"'{name}' must be callable", key=name)
+    opt = result.get("optimizer")
+    if opt is not None and not isinstance(opt, torch.optim.Optimizer):
+        raise EntrypointError(
+            "contract_error",
+            f"'optimizer' must be a torch.optim.Optimizer, got {type(opt).__name__}",
+            key="optimizer",
+        )
+    if result.get("loss_fn") is not None and result.get("step_fn") is not None:
+        raise EntrypointError("contract_error", "give either 'loss_fn' or 'step_fn', not both", key="step_fn")
+    out = dict(result)
+    out.pop("batch", None)
+    out["batches"] = batches
+    out["unknown_keys"] = sorted(k for k in result if k not in CONTRACT_KEYS)
+    return out
+
+
+def load_contract(spec, cwd=None):
+    fn = load_function(spec, cwd)
+    try:
+        result = fn()
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise EntrypointError(
+            "entrypoint_raised", f"{spec} raised {type(exc).__name__}: {exc}", tb=_tb_tail()
+        ) from None
+    return validate_contract(result)
+
+
+def write_result(path, payload):
+    """Write the runner's JSON answer atomically (the server reads it after the process exits)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(payload, fh, allow_nan=False, default=_json_default)
+    os.replace(tmp, path)
+
+
+def _json_default(obj):
+    try:
+        return float(obj)
+    except Exception:
+        return repr(obj)
+
+
+def finite_or_none(x):
+    """JSON has no NaN/Inf: encode them as strings so nothing is silently lost."""
+    try:
+        x = float(x)
+    except Exception:
+        return None
+    if x != x:
+        return "nan"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    return x
