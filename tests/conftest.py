@@ -1,0 +1,28 @@
+"""Shared fixtures: a workspace folder and an in-memory trainsleuth server on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainsleuth.server.app import build_server
+from trainsleuth.server.context import ServerConfig
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def server(workspace: Path):  # type: ignore[no-untyped-def]
+    srv, _ = build_server(ServerConfig(workspaces=[workspace]))
+    return srv
