@@ -1,0 +1,132 @@
+"""The server as clients see it: tool list, annotations, instructions, confinement, over memory and stdio."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from trainsleuth.server.app import INSTRUCTIONS, build_server
+from trainsleuth.server.context import ServerConfig
+
+SPEC_TOOLS = {
+    "start_investigation", "get_investigation", "list_investigations", "record_evidence",
+    "propose_hypotheses", "resolve_hypothesis", "submit_diagnosis", "approve_diagnosis",
+    "record_review", "begin_fix", "verify_fix", "capture_knowledge",
+    "probe_gradients", "read_probe_run", "compare_precision", "check_distributed",
+    "dump_stacks", "analyze_training_log", "extract_metrics", "diff_checkpoints",
+    "environment_report", "bisect_commits", "bisect_versions", "get_job", "cancel_job",
+    "search_literature", "lookup_constraints",
+}  # fmt: skip
+
+ANALYSIS_TOOLS = {
+    "probe_gradients", "read_probe_run", "compare_precision", "check_distributed", "dump_stacks",
+    "analyze_training_log", "extract_metrics", "diff_checkpoints", "environment_report",
+    "bisect_commits", "bisect_versions", "search_literature", "lookup_constraints",
+}  # fmt: skip
+
+TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")
+
+
+def stdio_params(workspace: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=TRAINSLEUTH,
+        args=["serve", "--workspace", str(workspace)],
+        cwd=str(workspace),
+        env=dict(os.environ),
+    )
+
+
+@pytest.mark.anyio
+async def test_every_spec_tool_is_listed_with_annotations(server) -> None:  # type: ignore[no-untyped-def]
+    async with Client(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) >= SPEC_TOOLS
+        for tool in tools.values():
+            ann = tool.annotations
+            assert ann is not None, tool.name
+            for hint in ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"):
+                assert getattr(ann, hint) is not None, (tool.name, hint)
+            assert tool.output_schema is not None, tool.name
+            assert tool.description
+        for name in ANALYSIS_TOOLS:
+            assert "investigation_id" in tools[name].input_schema["properties"], name
+        assert client.instructions == INSTRUCTIONS
+        assert "verify_fix" in INSTRUCTIONS and "three failed" in INSTRUCTIONS.lower()
+
+
+@pytest.mark.anyio
+async def test_confinement_refusals_are_error_results(workspace: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.log").write_text("loss 1\n")
+    (workspace / "escape").symlink_to(outside)
+    server, _ = build_server(ServerConfig(workspaces=[workspace]))
+    async with Client(server) as client:
+        cases = {
+            "../outside/secret.log": "outside the workspace",
+            "escape/secret.log": "symlink",
+            str(outside / "secret.log"): "outside the workspace",
+            "a\x00b": "null byte",
+        }
+        for path, why in cases.items():
+            result = await client.call_tool("analyze_training_log", {"path": path})
+            assert result.is_error, path
+            text = result.content[0].text
+            assert "Refused by workspace policy" in text and why in text, (path, text)
+        result = await client.call_tool(
+            "bisect_commits", {"repo": ".", "good": "--upload-pack=evil", "bad": "HEAD", "command": "true"}
+        )
+        assert result.is_error
+        assert "begins with '-'" in result.content[0].text
+        result = await client.call_tool(
+            "bisect_commits", {"repo": str(outside), "good": "a", "bad": "b", "command": "true"}
+        )
+        assert result.is_error and "outside the workspace" in result.content[0].text
+
+
+@pytest.mark.anyio
+async def test_stdio_transport_lists_tools_and_refuses_escapes(workspace: Path) -> None:
+    async with Client(stdio_params(workspace)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names >= SPEC_TOOLS
+        result = await client.call_tool("analyze_training_log", {"path": "../../etc/passwd"})
+        assert result.is_error and "outside the workspace" in result.content[0].text
+
+
+def test_stdout_carries_only_protocol(workspace: Path) -> None:
+    """Logs go to stderr: a bad request must not put anything but JSON-RPC on stdout."""
+    import subprocess
+
+    init = (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        '"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n'
+        "this is not json\n"
+    )
+    proc = subprocess.run(
+        [TRAINSLEUTH, "serve", "-v", "--workspace", str(workspace)],
+        input=init,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert lines, proc.stderr
+    assert all(re.match(r'^\{"jsonrpc":\s*"2.0"', line) for line in lines), proc.stdout
+
+
+def test_serve_rejects_missing_workspace(tmp_path: Path) -> None:
+    import subprocess
+
+    proc = subprocess.run(
+        [TRAINSLEUTH, "serve", "--workspace", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "not an existing directory" in proc.stderr

@@ -1,0 +1,135 @@
+"""Streamable HTTP: loopback by default, DNS-rebinding protection, and a bearer token off loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def http_server(workspace: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            TRAINSLEUTH,
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--workspace",
+            str(workspace),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def post(port: int, headers: dict[str, str], body: dict | None = None) -> tuple[int, str]:  # type: ignore[type-arg]
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp",
+        data=json.dumps(body or INIT).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **headers,
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.mark.anyio
+async def test_http_client_lists_and_calls_tools(workspace: Path) -> None:
+    with http_server(workspace) as port:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert "analyze_training_log" in names and "start_investigation" in names
+            result = await client.call_tool("analyze_training_log", {"path": "/etc/passwd"})
+            assert result.is_error and "outside the workspace" in result.content[0].text
+
+
+def test_http_dns_rebinding_protection(workspace: Path) -> None:
+    with http_server(workspace) as port:
+        status, _ = post(port, {"Host": f"127.0.0.1:{port}"})
+        assert status == 200
+        status, body = post(port, {"Host": "evil.example.com"})
+        assert status == 421, body
+        status, body = post(port, {"Host": f"127.0.0.1:{port}", "Origin": "http://evil.example.com"})
+        assert status == 403, body
+
+
+def test_non_loopback_bind_without_token_is_refused(workspace: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRAINSLEUTH_TOKEN"}
+    proc = subprocess.run(
+        [TRAINSLEUTH, "serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(free_port()),
+         "--workspace", str(workspace)],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "without a token" in proc.stderr and "--token" in proc.stderr
+
+
+def test_token_is_checked_on_every_request(workspace: Path) -> None:
+    with http_server(workspace, "--host", "0.0.0.0", env={"TRAINSLEUTH_TOKEN": "s3cret"}) as port:
+        status, _ = post(port, {})
+        assert status == 401
+        status, _ = post(port, {"Authorization": "Bearer wrong"})
+        assert status == 401
+        status, body = post(port, {"Authorization": "Bearer s3cret"})
+        assert status == 200, body
+        assert "trainsleuth" in body

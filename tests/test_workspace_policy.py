@@ -1,0 +1,66 @@
+"""Workspace policy on its own: resolution, containment, symlinks, refs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainsleuth.server.workspace import PolicyError, WorkspacePolicy, check_ref
+
+
+def test_relative_paths_resolve_inside(workspace: Path) -> None:
+    (workspace / "logs").mkdir()
+    policy = WorkspacePolicy([workspace])
+    assert policy.resolve("logs/train.log") == workspace.resolve() / "logs" / "train.log"
+    assert policy.resolve("logs/../logs/x") == workspace.resolve() / "logs" / "x"
+    assert policy.resolve(str(workspace)) == workspace.resolve()
+
+
+@pytest.mark.parametrize("raw", ["..", "../x", "logs/../../x", "/etc/passwd", "~/.ssh/id_rsa"])
+def test_escapes_are_refused(workspace: Path, raw: str) -> None:
+    with pytest.raises(PolicyError, match="outside the workspace"):
+        WorkspacePolicy([workspace]).resolve(raw)
+
+
+def test_symlink_escape_and_inner_symlink(workspace: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (workspace / "out").symlink_to(outside)
+    (workspace / "real").mkdir()
+    (workspace / "alias").symlink_to(workspace / "real")
+    policy = WorkspacePolicy([workspace])
+    with pytest.raises(PolicyError, match="symlink"):
+        policy.resolve("out/file")
+    assert policy.resolve("alias/f") == (workspace / "real" / "f").resolve()
+
+
+def test_several_workspaces(workspace: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    policy = WorkspacePolicy([workspace, other])
+    assert policy.resolve(str(other / "a")) == other.resolve() / "a"
+    with pytest.raises(PolicyError):
+        policy.resolve(str(tmp_path / "third"))
+
+
+def test_must_exist_and_bad_strings(workspace: Path) -> None:
+    policy = WorkspacePolicy([workspace])
+    with pytest.raises(PolicyError, match="does not exist"):
+        policy.resolve("missing.log", must_exist=True)
+    with pytest.raises(PolicyError, match="null byte"):
+        policy.resolve("a\x00")
+    with pytest.raises(PolicyError, match="empty"):
+        policy.resolve("")
+
+
+def test_refs() -> None:
+    assert check_ref("HEAD~3") == "HEAD~3"
+    for bad in ("-x", "--output=/tmp/x", "", "  "):
+        with pytest.raises(PolicyError):
+            check_ref(bad)
+
+
+def test_workspace_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not an existing directory"):
+        WorkspacePolicy([tmp_path / "nope"])
