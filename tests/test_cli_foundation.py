@@ -35,7 +35,8 @@ def test_no_command_is_a_usage_error() -> None:
 
 HEAVY = ["torch", "numpy", "matplotlib", "git", "pandas", "tensorboard", "safetensors", "ddgs"]
 
-PROBE = """
+PROBE = f"""
+HEAVY = {HEAVY!r}
 import json, sys, anyio
 from pathlib import Path
 from mcp import Client
@@ -49,8 +50,8 @@ async def main():
         await client.list_resources()
         await client.list_prompts()
 anyio.run(main)
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in %r)))
-""" % (HEAVY,)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)))
+"""
 
 
 def test_server_start_imports_nothing_heavy(workspace: Path) -> None:
