@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import BenchResult, result
+
 GOAL = 1.3
 HERE = Path(__file__).resolve().parent
 
@@ -61,7 +63,7 @@ def time_cold_start(argv: list[str], cwd: Path) -> tuple[float, int]:
     return elapsed, tools
 
 
-def run(runs: int = 15) -> dict[str, Any]:
+def measure(runs: int = 15) -> dict[str, Any]:
     trainsleuth = [str(Path(sys.executable).parent / "trainsleuth"), "serve"]
     minimal = [sys.executable, str(HERE / "minimal_server.py")]
     ours: list[float] = []
@@ -92,11 +94,28 @@ def run(runs: int = 15) -> dict[str, Any]:
     }
 
 
+def run_benchmark(quick: bool = False) -> BenchResult:
+    """The `python -m benchmarks` entry point (see benchmarks/common.py)."""
+    runs = 5 if quick else 15
+    m = measure(runs)
+    d = m["details"]
+    return result(
+        "cold start (spawn, initialize, list tools) vs minimal one-tool server",
+        m["ratio"],
+        f"minimal MCPServer, median {d['minimal_median_s']}s",
+        GOAL,
+        direction="lower",
+        unit="x time",
+        details=f"trainsleuth median {d['trainsleuth_median_s']}s ({d['trainsleuth_tools']} tools), {runs} runs each",
+        command=f"python -m benchmarks.startup --runs {runs}",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    print(json.dumps(run(args.runs), indent=2))
+    print(json.dumps(measure(args.runs), indent=2))
 
 
 if __name__ == "__main__":
