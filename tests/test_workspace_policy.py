@@ -64,3 +64,26 @@ def test_refs() -> None:
 def test_workspace_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not an existing directory"):
         WorkspacePolicy([tmp_path / "nope"])
+
+
+def test_interpreter_policy(workspace: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from trainsleuth.server.context import ServerConfig, ServerContext
+
+    ctx = ServerContext(ServerConfig(workspaces=[workspace]))
+    assert ctx.interpreter(None) == Path(sys.executable)  # no .venv in the workspace: the server's own
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(workspace / ".venv")], check=True)
+    assert ctx.interpreter(None) == workspace / ".venv" / "bin" / "python"
+    assert ctx.interpreter(".venv/bin/python") == workspace / ".venv" / "bin" / "python"
+    other = tmp_path / "othervenv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    with pytest.raises(PolicyError, match="--allow-python"):
+        ctx.interpreter(str(other / "bin" / "python"))
+    allowed = ServerContext(
+        ServerConfig(workspaces=[workspace], allowed_interpreters=[other / "bin" / "python"])
+    )
+    assert allowed.interpreter(str(other / "bin" / "python")) == other / "bin" / "python"
+    with pytest.raises(PolicyError, match="does not exist"):
+        ctx.interpreter(str(workspace / "nope" / "python"))

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainsleuth.protocol.store import Store, default_state_path
-from trainsleuth.server.workspace import WorkspacePolicy
+from trainsleuth.server.workspace import PolicyError, WorkspacePolicy
+from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
 
 DEFAULT_MAX_TEXT_CHARS = 20_000
 
@@ -37,6 +38,29 @@ class ServerContext:
     @property
     def state_path(self) -> Path:
         return self.config.state_path or default_state_path(self.workspace)
+
+    def interpreter(self, python: str | None) -> Path:
+        """The interpreter that runs user code: `python` or the project's default.
+
+        It must be inside a workspace, be the server's own interpreter, or be allowed with
+        `--allow-python`; anything else is refused (it would run arbitrary programs).
+        """
+        import sys
+
+        try:
+            path = resolve_interpreter(python, self.workspace)
+        except InterpreterError as exc:
+            raise PolicyError(f"python: {exc}") from None
+        allowed = {Path(sys.executable).absolute(), *(p.absolute() for p in self.config.allowed_interpreters)}
+        if path.absolute() in allowed or self.policy.contains(path.absolute()):
+            return path
+        # a venv's python is usually a symlink: judge by where it lives, not where it points
+        if self.policy.contains(path.parent.resolve()):
+            return path
+        raise PolicyError(
+            f"python: interpreter {str(path)!r} is outside the workspace and not allowed; "
+            "use one inside the workspace (e.g. its .venv), or start the server with --allow-python PATH"
+        )
 
     @property
     def store(self) -> Store:
