@@ -6,10 +6,12 @@ STAMP  := $(VENV)/.trainsleuth-installed
 
 .PHONY: install demo test lint bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt package.json package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,torch]'
+	# Test-only MCP clients written elsewhere (Inspector CLI, conformance suite) for tests/test_e2e_*.py.
+	npm ci --no-audit --no-fund
 	touch $(STAMP)
 
 install: $(STAMP)
