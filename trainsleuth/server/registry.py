@@ -25,6 +25,7 @@ from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainsleuth.protocol.ledger import ProtocolError, record_tool_evidence
+from trainsleuth.protocol.store import StoreError
 from trainsleuth.server.context import ServerContext
 from trainsleuth.server.workspace import PolicyError, check_ref
 
@@ -302,6 +303,11 @@ class ToolRegistry:
                 return error_result(exc.message, exc.next_step)
             except ProtocolError as exc:
                 return error_result(exc.message, exc.next_step)
+            except StoreError as exc:
+                return error_result(
+                    f"the state store is unavailable: {exc}",
+                    "make the workspace writable, or start the server with --state PATH on a writable disk",
+                )
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:
