@@ -1,0 +1,1 @@
+"""Checkpoint comparison without executing pickled code (`diff_checkpoints`)."""

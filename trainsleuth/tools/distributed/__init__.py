@@ -1,0 +1,1 @@
+"""Multi-process correctness (`check_distributed`) and hang analysis (`dump_stacks`)."""

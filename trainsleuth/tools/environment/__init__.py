@@ -1,0 +1,1 @@
+"""Interpreter environments: versions and variables, and their differences (`environment_report`)."""

@@ -1,0 +1,1 @@
+"""fp32 against bf16/fp16 autocast, module by module (`compare_precision`)."""
