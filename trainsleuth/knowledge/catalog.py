@@ -67,6 +67,11 @@ class FailureMode(BaseModel):
             raise ValueError(f"catalog id {v!r} is not kebab-case")
         return v
 
+    @field_validator("keywords", mode="before")
+    @classmethod
+    def _keywords_as_text(cls, v: Any) -> Any:
+        return [str(k) for k in v] if isinstance(v, list) else v
+
     @field_validator("topic")
     @classmethod
     def _topic(cls, v: str) -> str:
@@ -170,8 +175,13 @@ class CatalogError(RuntimeError):
 def _load_yaml(name: str) -> Any:
     import yaml
 
-    text = resources.files("trainsleuth.knowledge").joinpath("data").joinpath(name).read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    text = (
+        resources.files("trainsleuth.knowledge").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+    )
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"knowledge data file {name} is not valid YAML: {exc}") from exc
 
 
 def _data_files(prefix: str) -> list[str]:

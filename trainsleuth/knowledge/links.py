@@ -53,7 +53,7 @@ CODE_LINKS: dict[str, list[str]] = {
     "update_ratio_high": ["lr-too-high", "missing-warmup", "weight-decay-on-norms"],
     "update_ratio_low": ["lr-too-low", "lr-schedule-misconfigured", "grad-accumulation-scaling"],
     "gradient_imbalance": ["bad-initialisation", "missing-normalisation", "loss-weighting-imbalance"],
-    "loss_component_imbalance": ["loss-weighting-imbalance", "loss-reduction-mismatch"],
+    "loss_component_imbalance": ["loss-weighting-imbalance", "loss-reduction-mismatch", "reward-scale"],
     "grad_not_zeroed": ["missing-zero-grad", "grad-accumulation-scaling"],
     "loss_not_decreasing": [
         "lr-too-low",
@@ -62,6 +62,7 @@ CODE_LINKS: dict[str, list[str]] = {
         "params-missing-from-optimizer",
         "train-eval-mode",
         "loss-reduction-mismatch",
+        "padding-in-loss",
     ],
     "loss_diverging": ["lr-too-high", "missing-warmup", "fp16-overflow", "missing-zero-grad"],
     "input_not_normalized": ["input-not-normalised", "corrupt-samples"],
@@ -97,6 +98,8 @@ CODE_LINKS: dict[str, list[str]] = {
         "adam-epsilon-instability",
         "attention-logit-growth",
         "missing-grad-clipping",
+        "optimizer-state-not-restored",
+        "resume-data-position",
     ],
     "grad_norm_spike": [
         "missing-grad-clipping",
@@ -113,6 +116,7 @@ CODE_LINKS: dict[str, list[str]] = {
         "label-errors",
         "rl-entropy-collapse",
         "codebook-collapse",
+        "class-imbalance",
     ],
     "constant_metric": [
         "frozen-parameters",
@@ -123,7 +127,7 @@ CODE_LINKS: dict[str, list[str]] = {
         "low-codebook-perplexity",
     ],
     "oscillation": ["lr-too-high", "no-shuffling", "batch-size-noise"],
-    "overfitting": ["overfitting-regularisation", "data-leakage", "train-eval-mode"],
+    "overfitting": ["overfitting-regularisation", "data-leakage", "train-eval-mode", "reward-hacking"],
     "loss_scale_collapse": ["fp16-loss-scaling", "fp16-overflow", "autocast-weight-cache-stale"],
     "skipped_steps": ["fp16-loss-scaling", "fp16-overflow", "corrupt-samples"],
     "throughput_drop": [
