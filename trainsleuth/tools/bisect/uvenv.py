@@ -1,0 +1,212 @@
+"""uv environments for bisects, cached on disk so a later candidate or a later bisect reuses them.
+
+- per commit: `uv sync --frozen` from the commit's own `uv.lock` into an environment keyed by
+  the lockfile's hash (and the Python request), so commits that share a lockfile share it;
+- per version: `uv venv` + `uv pip install package==version` keyed by Python, package, version,
+  base requirements and index options.
+
+An environment is marked complete only after it was built successfully; a half-built one is
+rebuilt. Builders of the same environment are serialised with a file lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainsleuth.tools.jobs import JobCancelled
+from trainsleuth.tools.process import run_process, tail_text
+
+COMPLETE_MARKER = ".trainsleuth-complete"
+ENV_TAIL_CHARS = 1500
+
+
+@dataclass
+class EnvResult:
+    path: Path | None
+    reused: bool
+    ok: bool
+    log_tail: str = ""
+    key: str = ""
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            import fcntl
+
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not on POSIX
+            pass
+        yield
+
+
+def default_python() -> str:
+    """The base interpreter of the running Python (never makes uv download one)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return str(base)
+
+
+def _digest(parts: Mapping[str, object]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _uv_run(
+    uv: str,
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    cancel_event: threading.Event,
+) -> tuple[bool, str]:
+    result = run_process([uv, *args], cwd=cwd, env=env, timeout_s=timeout_s, cancel_event=cancel_event)
+    if result.cancelled or cancel_event.is_set():
+        raise JobCancelled("cancelled while building an environment")
+    tail = tail_text(result.output_tail(), ENV_TAIL_CHARS)
+    if result.timed_out:
+        return False, f"uv {args[0]} timed out after {timeout_s:g} s\n{tail}"
+    return result.returncode == 0, tail
+
+
+def sync_commit_env(
+    *,
+    uv: str,
+    project_dir: Path,
+    cache_dir: Path,
+    python: str | None,
+    base_env: Mapping[str, str],
+    timeout_s: float,
+    cancel_event: threading.Event,
+) -> EnvResult:
+    """`uv sync --frozen` the project at `project_dir` into the environment of its lockfile."""
+    lock = project_dir / "uv.lock"
+    if not lock.is_file():
+        return EnvResult(None, False, False, "this commit has no uv.lock, so its environment cannot be built")
+    key = _digest({"lock": hashlib.sha256(lock.read_bytes()).hexdigest(), "python": python or ""})[:24]
+    env_dir = cache_dir / "commits" / key
+    with _locked(cache_dir / "commits" / f"{key}.lock"):
+        reused = (env_dir / COMPLETE_MARKER).exists()
+        if not reused and env_dir.exists():
+            shutil.rmtree(env_dir, ignore_errors=True)
+        env = dict(base_env)
+        env["UV_PROJECT_ENVIRONMENT"] = str(env_dir)
+        env.pop("VIRTUAL_ENV", None)
+        args = ["sync", "--frozen", "--no-progress"]
+        if python:
+            args += ["--python", python]
+        ok, tail = _uv_run(uv, args, cwd=project_dir, env=env, timeout_s=timeout_s, cancel_event=cancel_event)
+        if ok:
+            (env_dir / COMPLETE_MARKER).write_text("ok\n", encoding="utf-8")
+        return EnvResult(env_dir if ok else None, reused, ok, tail, key)
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    find_links: tuple[str, ...] = ()
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    no_index: bool = False
+
+    def args(self) -> list[str]:
+        out: list[str] = []
+        for link in self.find_links:
+            out += ["--find-links", link]
+        if self.index_url:
+            out += ["--index-url", self.index_url]
+        for url in self.extra_index_urls:
+            out += ["--extra-index-url", url]
+        if self.no_index:
+            out.append("--no-index")
+        return out
+
+
+def resolve_python(uv: str, python: str | None, env: Mapping[str, str], cancel_event: threading.Event) -> str:
+    """The interpreter uv will use for `python` (a path or a version request), as an absolute path."""
+    request = python or default_python()
+    result = run_process(
+        [uv, "python", "find", request], env=env, timeout_s=120, cancel_event=cancel_event, cwd=Path.cwd()
+    )
+    if result.returncode == 0 and result.stdout_tail.strip():
+        return result.stdout_tail.strip().splitlines()[-1]
+    from trainsleuth.tools.bisect.common import BisectError
+
+    raise BisectError(
+        f"uv found no Python interpreter for {request!r}: {tail_text(result.output_tail(), 500)}",
+        "pass python as the path of an installed interpreter (e.g. the project's .venv/bin/python)",
+    )
+
+
+def version_env(
+    *,
+    uv: str,
+    package: str,
+    version: str,
+    python: str,
+    requirements: Sequence[str],
+    index: IndexOptions,
+    cache_dir: Path,
+    base_env: Mapping[str, str],
+    timeout_s: float,
+    cancel_event: threading.Event,
+) -> EnvResult:
+    """A virtual environment with `package==version` and the base requirements (cached)."""
+    key = _digest(
+        {
+            "python": python,
+            "package": package.lower(),
+            "version": version,
+            "requirements": sorted(requirements),
+            "index": index.args(),
+        }
+    )[:24]
+    env_dir = cache_dir / "versions" / key
+    with _locked(cache_dir / "versions" / f"{key}.lock"):
+        if (env_dir / COMPLETE_MARKER).exists():
+            return EnvResult(env_dir, True, True, "", key)
+        if env_dir.exists():
+            shutil.rmtree(env_dir, ignore_errors=True)
+        env = dict(base_env)
+        env.pop("VIRTUAL_ENV", None)
+        ok, tail = _uv_run(
+            uv,
+            ["venv", "--quiet", "--no-project", "--python", python, str(env_dir)],
+            cwd=cache_dir,
+            env=env,
+            timeout_s=timeout_s,
+            cancel_event=cancel_event,
+        )
+        if ok:
+            interp = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+            ok, tail = _uv_run(
+                uv,
+                [
+                    "pip",
+                    "install",
+                    "--no-progress",
+                    "--python",
+                    str(interp),
+                    *index.args(),
+                    f"{package}=={version}",
+                    *requirements,
+                ],
+                cwd=cache_dir,
+                env=env,
+                timeout_s=timeout_s,
+                cancel_event=cancel_event,
+            )
+        if not ok:
+            shutil.rmtree(env_dir, ignore_errors=True)
+            return EnvResult(None, False, False, tail, key)
+        (env_dir / COMPLETE_MARKER).write_text("ok\n", encoding="utf-8")
+        return EnvResult(env_dir, False, True, tail, key)

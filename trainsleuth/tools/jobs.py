@@ -1,0 +1,492 @@
+"""Background jobs: long work (bisects) runs in a thread of the server process, persisted in
+the workspace store so its status, progress and result survive the request that started it.
+
+A job is a function `fn(handle) -> dict` run in its own thread. Through the `JobHandle` it
+reports progress (step i of about N, the current candidate), watches `handle.cancel_event`
+(pass it to `run_process` so cancelling kills the test's whole process tree), and registers
+what must be cleaned up (git worktrees, temporary folders) *before* creating it, so that the
+cleanup also happens after a cancel, a failure, or a crash of the whole server:
+
+- statuses: running, succeeded, failed, cancelled, interrupted;
+- each row records the owning process (pid and its start time); when a manager opens the
+  store, rows left `running` by a process that no longer exists are marked `interrupted`
+  and their worktrees and folders are removed;
+- cancellation works across processes: `cancel()` sets a flag in the store that the owning
+  process polls, besides setting the event directly when the job runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainsleuth.protocol.store import Store
+
+log = logging.getLogger("trainsleuth.jobs")
+
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+CANCELLED = "cancelled"
+INTERRUPTED = "interrupted"
+FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED, INTERRUPTED})
+
+CANCEL_POLL_S = 0.3
+
+MIGRATIONS = [
+    """
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        params TEXT NOT NULL DEFAULT '{}',
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        finished_at REAL,
+        owner_pid INTEGER NOT NULL,
+        owner_started REAL NOT NULL,
+        progress_done REAL NOT NULL DEFAULT 0,
+        progress_total REAL,
+        progress_message TEXT,
+        current TEXT,
+        result TEXT,
+        error TEXT,
+        next_step TEXT,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        cleanup TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX jobs_status ON jobs(status);
+    """,
+]
+
+
+class JobError(Exception):
+    """An expected failure of a job or of a request about one; carries the next step."""
+
+    def __init__(self, message: str, next_step: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.next_step = next_step
+
+
+class JobCancelled(Exception):
+    """Raised inside a job function when it notices that it was cancelled."""
+
+
+@dataclass
+class JobRecord:
+    id: str
+    kind: str
+    title: str
+    status: str
+    created_at: float
+    finished_at: float | None
+    owner_pid: int
+    progress_done: float
+    progress_total: float | None
+    progress_message: str | None
+    current: str | None
+    result: dict[str, Any] | None
+    error: str | None
+    next_step: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    cleanup: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    def progress_key(self) -> tuple[Any, ...]:
+        return (self.status, self.progress_done, self.progress_total, self.progress_message, self.current)
+
+
+def _row_to_record(row: Any) -> JobRecord:
+    return JobRecord(
+        id=row["id"],
+        kind=row["kind"],
+        title=row["title"],
+        status=row["status"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        owner_pid=row["owner_pid"],
+        progress_done=row["progress_done"],
+        progress_total=row["progress_total"],
+        progress_message=row["progress_message"],
+        current=row["current"],
+        result=json.loads(row["result"]) if row["result"] else None,
+        error=row["error"],
+        next_step=row["next_step"],
+        params=json.loads(row["params"] or "{}"),
+        cleanup=json.loads(row["cleanup"] or "[]"),
+    )
+
+
+# ---------------------------------------------------------------------------- process identity
+
+
+def process_start_time(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError):
+        return None
+
+
+def owner_alive(pid: int, started: float) -> bool:
+    """True when `pid` is still the process that started at `started` (pids are reused)."""
+    now_started = process_start_time(pid)
+    return now_started is not None and abs(now_started - started) < 1.0
+
+
+# ---------------------------------------------------------------------------- cleanup
+
+
+def _git(repo: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", repo, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        check=False,
+    )
+
+
+def remove_worktree(repo: str, path: str, admin_dir: str | None = None) -> None:
+    """Remove a worktree that trainsleuth created: its folder and git's record of it.
+
+    Touches nothing else in the user's repository (no `git worktree prune`, which would also
+    drop the user's own stale worktrees).
+    """
+    wt = Path(path)
+    if admin_dir is None and (wt / ".git").is_file():
+        text = (wt / ".git").read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            admin_dir = text.split(":", 1)[1].strip()
+    if wt.exists():
+        try:
+            _git(repo, "worktree", "remove", "--force", "--force", str(wt))
+        except (OSError, subprocess.SubprocessError):
+            log.debug("git worktree remove failed for %s", wt, exc_info=True)
+    if wt.exists():
+        shutil.rmtree(wt, ignore_errors=True)
+    if admin_dir:
+        admin = Path(admin_dir)
+        # Only ever delete a `<gitdir>/worktrees/<name>` folder.
+        if admin.is_dir() and admin.parent.name == "worktrees":
+            shutil.rmtree(admin, ignore_errors=True)
+            try:
+                admin.parent.rmdir()  # git deletes `worktrees/` when the last one goes; so do we
+            except OSError:
+                pass
+
+
+def run_cleanup(entries: list[dict[str, str]]) -> list[str]:
+    """Remove every registered worktree and folder; return what could not be removed."""
+    problems: list[str] = []
+    for entry in entries:
+        kind = entry.get("kind")
+        try:
+            if kind == "worktree":
+                remove_worktree(entry["repo"], entry["path"], entry.get("admin_dir"))
+            elif kind == "dir":
+                shutil.rmtree(entry["path"], ignore_errors=True)
+            path = entry.get("path")
+            if path and Path(path).exists():
+                problems.append(path)
+        except Exception as exc:  # cleanup is best effort, but say what was left
+            problems.append(f"{entry.get('path')}: {exc}")
+    return problems
+
+
+# ---------------------------------------------------------------------------- the handle given to a job
+
+
+class JobHandle:
+    def __init__(self, manager: JobManager, job_id: str) -> None:
+        self._manager = manager
+        self.id = job_id
+        self.cancel_event = threading.Event()
+        self._cleanup_lock = threading.Lock()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+    def check_cancelled(self) -> None:
+        if self.cancel_event.is_set():
+            raise JobCancelled(f"job {self.id} was cancelled")
+
+    def progress(
+        self, done: float, total: float | None = None, message: str | None = None, current: str | None = None
+    ) -> None:
+        self._manager._set_progress(self.id, done, total, message, current)
+
+    def add_cleanup(self, entry: dict[str, str]) -> None:
+        """Register something to remove when the job ends (call before creating it)."""
+        with self._cleanup_lock:
+            self._manager._update_cleanup(self.id, lambda items: [*items, entry])
+
+    def remove_cleanup(self, entry: dict[str, str]) -> None:
+        """Forget an entry the job already removed itself."""
+        with self._cleanup_lock:
+            self._manager._update_cleanup(self.id, lambda items: [e for e in items if e != entry])
+
+
+JobFn = Callable[[JobHandle], dict[str, Any]]
+
+
+# ---------------------------------------------------------------------------- the manager
+
+
+class JobManager:
+    """Runs and tracks the jobs of one state store in this process. Use `manager_for(store)`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        store.migrate("jobs", MIGRATIONS)
+        self.pid = os.getpid()
+        self.started = process_start_time(self.pid) or time.time()
+        self._cond = threading.Condition()
+        self._handles: dict[str, JobHandle] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self.recovered = self.recover_interrupted()
+
+    # -- persistence helpers
+    def _get_row(self, job_id: str) -> JobRecord | None:
+        with self.store.connect() as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return _row_to_record(row) if row else None
+
+    def _update(self, job_id: str, **values: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in values)
+        with self.store.transaction() as conn:
+            conn.execute(f"UPDATE jobs SET {cols} WHERE id = ?", (*values.values(), job_id))
+        with self._cond:
+            self._cond.notify_all()
+
+    def _update_cleanup(
+        self, job_id: str, change: Callable[[list[dict[str, str]]], list[dict[str, str]]]
+    ) -> None:
+        with self.store.transaction() as conn:
+            row = conn.execute("SELECT cleanup FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            items = json.loads(row["cleanup"]) if row else []
+            conn.execute("UPDATE jobs SET cleanup = ? WHERE id = ?", (json.dumps(change(items)), job_id))
+
+    def _set_progress(
+        self, job_id: str, done: float, total: float | None, message: str | None, current: str | None
+    ) -> None:
+        self._update(
+            job_id, progress_done=done, progress_total=total, progress_message=message, current=current
+        )
+
+    # -- recovery
+    def recover_interrupted(self) -> list[str]:
+        """Mark jobs whose owning process is gone as interrupted and clean up after them."""
+        with self.store.connect() as conn:
+            rows = conn.execute("SELECT * FROM jobs WHERE status = ?", (RUNNING,)).fetchall()
+        recovered: list[str] = []
+        for row in rows:
+            rec = _row_to_record(row)
+            pid, started = int(row["owner_pid"]), float(row["owner_started"])
+            mine = pid == self.pid and abs(started - self.started) < 1.0
+            if mine and rec.id in self._threads:
+                continue
+            if not mine and owner_alive(pid, started):
+                continue
+            problems = run_cleanup(rec.cleanup)
+            note = f"left behind: {', '.join(problems)}" if problems else "its worktrees were removed"
+            with self.store.transaction() as conn:
+                conn.execute(
+                    "UPDATE jobs SET status = ?, finished_at = ?, error = ?, next_step = ?, cleanup = ? "
+                    "WHERE id = ? AND status = ?",
+                    (
+                        INTERRUPTED,
+                        time.time(),
+                        f"the server process that ran this job (pid {pid}) stopped before it finished; {note}",
+                        "start the job again",
+                        json.dumps([]),
+                        rec.id,
+                        RUNNING,
+                    ),
+                )
+            recovered.append(rec.id)
+            log.info("job %s was interrupted by a server restart; cleaned up", rec.id)
+        return recovered
+
+    # -- public API
+    def submit(
+        self, kind: str, fn: JobFn, *, title: str = "", params: dict[str, Any] | None = None
+    ) -> JobRecord:
+        job_id = f"job-{uuid.uuid4().hex[:12]}"
+        now = time.time()
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO jobs(id, kind, title, params, status, created_at, owner_pid, owner_started) "
+                "VALUES(?,?,?,?,?,?,?,?)",
+                (
+                    job_id,
+                    kind,
+                    title,
+                    json.dumps(params or {}, default=str),
+                    RUNNING,
+                    now,
+                    self.pid,
+                    self.started,
+                ),
+            )
+        handle = JobHandle(self, job_id)
+        thread = threading.Thread(
+            target=self._run, args=(handle, fn), name=f"trainsleuth-{job_id}", daemon=True
+        )
+        with self._cond:
+            self._handles[job_id] = handle
+            self._threads[job_id] = thread
+        thread.start()
+        rec = self._get_row(job_id)
+        assert rec is not None
+        return rec
+
+    def _watch_cancel(self, handle: JobHandle, done: threading.Event) -> None:
+        """Poll the store's cancel flag, so another process can cancel this job."""
+        while not done.wait(CANCEL_POLL_S):
+            try:
+                with self.store.connect() as conn:
+                    row = conn.execute(
+                        "SELECT cancel_requested FROM jobs WHERE id = ?", (handle.id,)
+                    ).fetchone()
+            except Exception:
+                continue
+            if row is not None and row["cancel_requested"]:
+                handle.cancel_event.set()
+                return
+
+    def _run(self, handle: JobHandle, fn: JobFn) -> None:
+        done = threading.Event()
+        watcher = threading.Thread(target=self._watch_cancel, args=(handle, done), daemon=True)
+        watcher.start()
+        status, result, error, next_step = FAILED, None, None, None
+        try:
+            result = fn(handle)
+            if handle.cancelled:
+                status, error = CANCELLED, "cancelled before it finished"
+            else:
+                status = SUCCEEDED
+        except JobCancelled:
+            status, error = CANCELLED, "cancelled before it finished"
+        except JobError as exc:
+            if handle.cancelled:
+                status, error = CANCELLED, "cancelled before it finished"
+            else:
+                status, error, next_step = FAILED, exc.message, exc.next_step
+        except Exception as exc:
+            log.exception("job %s failed unexpectedly", handle.id)
+            status = FAILED
+            error = f"{type(exc).__name__}: {exc}"
+            next_step = (
+                "check the arguments; if they are right this is a trainsleuth bug (details in the server log)"
+            )
+        finally:
+            done.set()
+        if status == CANCELLED:
+            next_step = "start the job again when you want it to run"
+        try:
+            rec = self._get_row(handle.id)
+            problems = run_cleanup(rec.cleanup if rec else [])
+            if problems:
+                error = (error + "; " if error else "") + f"could not remove: {', '.join(problems)}"
+            self._update(
+                handle.id,
+                status=status,
+                finished_at=time.time(),
+                result=json.dumps(result, default=str) if result is not None else None,
+                error=error,
+                next_step=next_step,
+                cleanup=json.dumps([]),
+            )
+        finally:
+            with self._cond:
+                self._threads.pop(handle.id, None)
+                self._handles.pop(handle.id, None)
+                self._cond.notify_all()
+
+    def get(self, job_id: str) -> JobRecord:
+        rec = self._get_row(job_id)
+        if rec is None:
+            raise JobError(
+                f"there is no job {job_id!r} in this workspace",
+                "use the job_id returned by bisect_commits or bisect_versions",
+            )
+        return rec
+
+    def list(self, limit: int = 50) -> list[JobRecord]:
+        with self.store.connect() as conn:
+            rows = conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
+        return [_row_to_record(r) for r in rows]
+
+    def is_local(self, job_id: str) -> bool:
+        with self._cond:
+            return job_id in self._threads
+
+    def wait(
+        self,
+        job_id: str,
+        timeout_s: float,
+        *,
+        on_progress: Callable[[JobRecord], None] | None = None,
+        cancel_event: threading.Event | None = None,
+    ) -> JobRecord:
+        """Wait until the job finishes or `timeout_s` passes; call `on_progress` on every change."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        rec = self.get(job_id)
+        last: tuple[Any, ...] | None = None
+        while True:
+            if on_progress is not None and rec.progress_key() != last:
+                last = rec.progress_key()
+                on_progress(rec)
+            remaining = deadline - time.monotonic()
+            if rec.finished or remaining <= 0 or (cancel_event is not None and cancel_event.is_set()):
+                return rec
+            with self._cond:
+                # Local jobs notify; jobs of another process are polled.
+                self._cond.wait(min(remaining, 0.5 if self.is_local(job_id) else 0.25))
+            rec = self.get(job_id)
+
+    def cancel(self, job_id: str, wait_s: float = 30.0) -> JobRecord:
+        """Ask the job to stop (killing its test's process tree) and wait for its cleanup."""
+        rec = self.get(job_id)
+        if rec.finished:
+            return rec
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
+        with self._cond:
+            handle = self._handles.get(job_id)
+        if handle is not None:
+            handle.cancel_event.set()
+        return self.wait(job_id, wait_s)
+
+
+_managers: dict[str, JobManager] = {}
+_managers_lock = threading.Lock()
+
+
+def manager_for(store: Store) -> JobManager:
+    """The process-wide job manager of a state store (created, migrated and recovered once)."""
+    key = str(Path(store.path).resolve())
+    with _managers_lock:
+        mgr = _managers.get(key)
+        if mgr is None:
+            mgr = JobManager(store)
+            _managers[key] = mgr
+        return mgr
