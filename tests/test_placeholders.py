@@ -12,19 +12,6 @@ from trainsleuth.server.context import ServerConfig
 
 # Remove a tool from this set in the same commit that makes it real.
 EXPECTED_PLACEHOLDERS = {
-    # issue 3: protocol
-    "start_investigation",
-    "get_investigation",
-    "list_investigations",
-    "record_evidence",
-    "propose_hypotheses",
-    "resolve_hypothesis",
-    "submit_diagnosis",
-    "approve_diagnosis",
-    "record_review",
-    "begin_fix",
-    "verify_fix",
-    "capture_knowledge",
     # issue 4: logs
     "analyze_training_log",
     "extract_metrics",
