@@ -179,7 +179,7 @@ def _load_yaml(name: str) -> Any:
         resources.files("trainsleuth.knowledge").joinpath("data").joinpath(name).read_text(encoding="utf-8")
     )
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise CatalogError(f"knowledge data file {name} is not valid YAML: {exc}") from exc
 
@@ -237,3 +237,36 @@ def fix_patterns() -> dict[str, FixPattern]:
 
 def get_failure_mode(fid: str) -> FailureMode | None:
     return failure_modes().get(fid)
+
+
+_QUICK_ITEM = re.compile(r"^- (id|name): *([A-Za-z0-9-]+) *$")
+_QUICK_TITLE = re.compile(r"^  title: *(.+?) *$")
+
+
+def _quick_scan(prefix: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    folder = resources.files("trainsleuth.knowledge").joinpath("data")
+    for name in _data_files(prefix):
+        pending: str | None = None
+        for line in folder.joinpath(name).read_text(encoding="utf-8").splitlines():
+            m = _QUICK_ITEM.match(line)
+            if m:
+                pending = m.group(2)
+                continue
+            t = _QUICK_TITLE.match(line)
+            if t and pending:
+                out.append((pending, t.group(1).strip("'\"")))
+                pending = None
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def quick_index() -> dict[str, list[tuple[str, str]]]:
+    """(id, title) of every failure mode, checklist and fix pattern, read without parsing YAML, so the
+    server can list its resources at start-up cheaply; contents are parsed on first read.
+    A test checks it agrees with the full parse."""
+    return {
+        "failure_mode": _quick_scan("failure_modes"),
+        "checklist": _quick_scan("checklists"),
+        "fix_pattern": _quick_scan("fix_patterns"),
+    }

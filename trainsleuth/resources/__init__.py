@@ -14,3 +14,6 @@ def register_resources(server: MCPServer, ctx: ServerContext) -> None:
     from trainsleuth.resources import protocol_docs
 
     protocol_docs.register(server, ctx)
+    from trainsleuth.resources import knowledge_resources
+
+    knowledge_resources.register(server, ctx)
