@@ -1,0 +1,183 @@
+"""Run the probe runner in the user's interpreter and build the report (findings, table, plot data)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from trainsleuth.knowledge.links import failure_modes_for
+from trainsleuth.tools.findings import Finding
+from trainsleuth.tools.runners.launch import RunnerError, run_runner
+
+DEFAULT_STEPS = 8
+MAX_STEPS = 200
+TABLE_LIMIT = 200
+
+
+class ProbeError(Exception):
+    """The probe could not produce a report; `kind` is machine-readable, `next_step` says what to do."""
+
+    def __init__(
+        self, kind: str, message: str, next_step: str, *, key: str | None = None, detail: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.next_step = next_step
+        self.key = key
+        self.detail = detail
+
+
+class ProbeReport(BaseModel):
+    entrypoint: str
+    interpreter: str
+    steps: int
+    mode: str
+    findings: list[Finding] = Field(default_factory=list)
+    losses: list[float | str | None] = Field(default_factory=list)
+    global_grad_norms: list[float | str | None] = Field(default_factory=list)
+    table: list[dict[str, Any]] = Field(default_factory=list)
+    layer_grad_rms: list[tuple[str, float]] = Field(default_factory=list)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    unknown_keys: list[str] = Field(default_factory=list)
+    duration_s: float | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return all(f.severity == "info" for f in self.findings)
+
+
+def to_findings(raw: list[dict[str, Any]]) -> list[Finding]:
+    out = []
+    for r in raw:
+        out.append(
+            Finding(
+                code=r["code"],
+                severity=r["severity"],
+                message=r["message"],
+                step=r.get("step"),
+                module=r.get("module"),
+                metric=r.get("metric"),
+                evidence=r.get("evidence") or {},
+                failure_modes=failure_modes_for(r["code"]),
+            )
+        )
+    rank = {"error": 0, "warning": 1, "info": 2}
+    out.sort(key=lambda f: rank[f.severity])
+    return out
+
+
+NEXT_STEPS = {
+    "bad_entrypoint": "pass ENTRYPOINT as path/to/file.py:function or package.module:function",
+    "entrypoint_not_found": "check the path (relative to the workspace) or the module name",
+    "function_not_found": "check the function name after the ':'",
+    "import_error": "fix the error in the user's module (traceback in the detail), then probe again",
+    "entrypoint_raised": "fix the error raised by the entrypoint function (traceback in the detail)",
+    "contract_error": "return a mapping as described in interface.md: model, batch/batches, and optionally loss_fn, optimizer or step_fn",
+    "step_raised": "the user's training code raised during the probe step; fix it (traceback in the detail)",
+    "timeout": "probe fewer steps, use a smaller batch, or raise the timeout",
+    "out_of_memory": "use a smaller batch or model in the entrypoint, or raise the memory limit",
+    "cancelled": "run the probe again when needed",
+    "no_torch": "install torch in that interpreter, or pass the interpreter of the project's environment (--python)",
+    "interpreter_failed": "pass a working Python interpreter (--python)",
+}
+
+
+def run_probe(
+    entrypoint: str,
+    *,
+    python: Path,
+    cwd: Path,
+    steps: int = DEFAULT_STEPS,
+    timeout_s: float = 300.0,
+    memory_limit_mb: float | None = None,
+    cancel_event: threading.Event | None = None,
+) -> ProbeReport:
+    """Probe `entrypoint` for `steps` steps in interpreter `python`; raise ProbeError on bad input."""
+    if not entrypoint or ":" not in entrypoint:
+        raise ProbeError(
+            "bad_entrypoint",
+            f"entrypoint {entrypoint!r} must look like path/to/file.py:function or package.module:function",
+            NEXT_STEPS["bad_entrypoint"],
+        )
+    if not 1 <= steps <= MAX_STEPS:
+        raise ProbeError("bad_steps", f"steps must be between 1 and {MAX_STEPS}, got {steps}", "pass a smaller --steps")
+    try:
+        outcome = run_runner(
+            "probe_runner.py",
+            ["--entrypoint", entrypoint, "--steps", str(steps), "--cwd", str(cwd)],
+            python=python,
+            cwd=cwd,
+            timeout_s=timeout_s,
+            memory_limit_mb=memory_limit_mb,
+            cancel_event=cancel_event,
+        )
+    except RunnerError as exc:
+        message = exc.message
+        if exc.kind == "no_torch" and str(python) not in message:
+            message = f"{message} (interpreter: {python})"
+        if exc.kind == "contract_error" and exc.key:
+            message = f"{message} [contract key: {exc.key!r}]"
+        if exc.kind == "interpreter_failed" or (exc.kind == "runner_failed" and exc.detail and "SyntaxError" in exc.detail):
+            message = f"{message} (interpreter: {python})"
+        raise ProbeError(
+            exc.kind,
+            message,
+            NEXT_STEPS.get(exc.kind, "check the detail and the entrypoint"),
+            key=exc.key,
+            detail=exc.detail,
+        ) from exc
+    payload = outcome.payload
+    stats = payload.get("stats", {})
+    return ProbeReport(
+        entrypoint=entrypoint,
+        interpreter=str(python),
+        steps=int(stats.get("steps", 0)),
+        mode=str(stats.get("mode", "")),
+        findings=to_findings(payload.get("findings", [])),
+        losses=stats.get("losses", []),
+        global_grad_norms=stats.get("global_grad_norms", []),
+        table=payload.get("table", [])[:TABLE_LIMIT],
+        layer_grad_rms=[(str(n), float(v)) for n, v in payload.get("layer_grad_rms", [])],
+        environment=payload.get("environment", {}),
+        unknown_keys=payload.get("unknown_keys", []),
+        duration_s=payload.get("duration_s"),
+    )
+
+
+def render_report(report: ProbeReport, *, max_rows: int = 40) -> str:
+    lines = [
+        f"Probe of {report.entrypoint}: {report.steps} step(s), mode {report.mode}, "
+        f"{'healthy' if report.healthy else 'problems found'} ({len(report.findings)} finding(s))."
+    ]
+    for f in report.findings:
+        lines.append("  " + f.one_line())
+    if report.losses:
+        lines.append("Losses: " + ", ".join(_fmt(x) for x in report.losses))
+    if report.table:
+        lines.append("")
+        lines.append(f"{'module':40} {'type':16} {'grad_norm':>10} {'param_norm':>10} {'update':>9}")
+        for row in report.table[:max_rows]:
+            lines.append(
+                f"{str(row.get('module'))[:40]:40} {str(row.get('type') or '')[:16]:16} "
+                f"{_fmt(row.get('grad_norm')):>10} {_fmt(row.get('param_norm')):>10} {_fmt(row.get('update_ratio')):>9}"
+            )
+        if len(report.table) > max_rows:
+            lines.append(f"… {len(report.table) - max_rows} more modules in the structured output")
+    if report.unknown_keys:
+        lines.append(f"Ignored entrypoint keys: {', '.join(report.unknown_keys)}")
+    return "\n".join(lines)
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    try:
+        return f"{float(x):.3g}"
+    except (TypeError, ValueError):
+        return str(x)
