@@ -1,0 +1,482 @@
+"""Register trainsleuth with MCP clients: each client's own config file, format and location.
+
+Every installer reads the existing file (JSON, or JSON with comments for VS Code), adds or
+updates only the `trainsleuth` entry (and, with hooks, only trainsleuth's own hook entries),
+keeps everything else, writes a timestamped backup of the old file, and writes atomically.
+Running it twice changes nothing the second time. The launcher is written as an absolute path
+because GUI applications start servers with a minimal PATH.
+
+The operating system, the home folder and the environment are injectable (`Platform`) so the
+layouts of macOS, Linux and Windows are tested on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+from typing import Any, Literal
+
+OsName = Literal["macos", "linux", "windows"]
+Scope = Literal["project", "user"]
+
+SERVER_NAME = "trainsleuth"
+CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf")
+HOOK_CLIENTS = ("claude-code", "cursor")
+
+# Tools whose calls the edit gate inspects (see trainsleuth/clients/hooks.py).
+CLAUDE_CODE_HOOK_MATCHER = "Edit|Write|MultiEdit|NotebookEdit|Bash"
+CURSOR_EDIT_MATCHER = "Write|Edit|StrReplace|MultiEdit|Delete|NotebookEdit|EditNotebook"
+
+
+class InstallError(Exception):
+    """The installer refuses (usage problem or unreadable config); the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Where the client configs live: OS, home folder and environment (injectable for tests)."""
+
+    os: OsName
+    home: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def current(cls) -> Platform:
+        name: OsName = "linux"
+        if sys.platform == "darwin":
+            name = "macos"
+        elif sys.platform.startswith("win"):
+            name = "windows"
+        return cls(name, Path.home(), dict(os.environ))
+
+    @property
+    def appdata(self) -> Path:
+        """%APPDATA% on Windows (default: HOME/AppData/Roaming)."""
+        value = self.env.get("APPDATA")
+        return Path(value) if value else self.home / "AppData" / "Roaming"
+
+    @property
+    def xdg_config(self) -> Path:
+        value = self.env.get("XDG_CONFIG_HOME")
+        return Path(value) if value else self.home / ".config"
+
+    def app_config_dir(self, mac_and_windows_name: str, linux_name: str | None = None) -> Path:
+        """The per-user application-data folder of a desktop app on this OS."""
+        if self.os == "macos":
+            return self.home / "Library" / "Application Support" / mac_and_windows_name
+        if self.os == "windows":
+            return self.appdata / mac_and_windows_name
+        return self.xdg_config / (linux_name or mac_and_windows_name)
+
+
+@dataclass
+class Launcher:
+    """How a client starts the server: an absolute command plus leading arguments."""
+
+    command: str
+    prefix_args: list[str] = field(default_factory=list)
+
+    @classmethod
+    def detect(cls, os_name: OsName | None = None) -> Launcher:
+        """The `trainsleuth` console script next to this interpreter, else `python -m trainsleuth`."""
+        bindir = Path(sys.executable).parent
+        windows = (os_name or ("windows" if sys.platform.startswith("win") else "linux")) == "windows"
+        for name in ("trainsleuth.exe", "trainsleuth") if windows else ("trainsleuth",):
+            candidate = bindir / name
+            if candidate.is_file():
+                return cls(str(candidate.absolute()))
+        return cls(str(Path(sys.executable).absolute()), ["-m", "trainsleuth"])
+
+    def argv(self, *args: str) -> list[str]:
+        return [self.command, *self.prefix_args, *args]
+
+    def shell_command(self, os_name: OsName, *args: str) -> str:
+        """One command line for hook configs (which take a string, run by a shell)."""
+        argv = self.argv(*args)
+        if os_name == "windows":
+            return " ".join(f'"{a}"' if (" " in a or not a) else a for a in argv)
+        return " ".join(shlex.quote(a) for a in argv)
+
+
+@dataclass
+class FileChange:
+    """One config file the installer would write (or leaves as it is)."""
+
+    path: Path
+    new_text: str
+    old_text: str | None
+    what: str
+
+    @property
+    def changed(self) -> bool:
+        return self.old_text != self.new_text
+
+
+@dataclass
+class InstallPlan:
+    client: str
+    scope: Scope
+    changes: list[FileChange]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class InstallResult:
+    plan: InstallPlan
+    written: list[Path]
+    backups: list[Path]
+    unchanged: list[Path]
+
+
+# ------------------------------------------------------------------------------------------ JSON files
+
+
+def _strip_jsonc(text: str) -> str:
+    """Remove // and /* */ comments (outside strings) and trailing commas: VS Code's JSONC."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    in_str = False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_str = False
+            i += 1
+            continue
+        if c == '"':
+            in_str = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        else:
+            out.append(c)
+            i += 1
+    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
+
+
+def read_json_object(path: Path, *, allow_comments: bool = False) -> tuple[dict[str, Any], str | None]:
+    """Return (object, original text); a missing or empty file is an empty object."""
+    if not path.exists():
+        return {}, None
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise InstallError(f"cannot read {path}: {exc}") from exc
+    if not text.strip():
+        return {}, text
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as first:
+        if not allow_comments:
+            raise InstallError(
+                f"{path} is not valid JSON ({first}); fix or move the file, then run the installer again "
+                "(nothing was changed)"
+            ) from first
+        try:
+            data = json.loads(_strip_jsonc(text))
+        except json.JSONDecodeError as exc:
+            raise InstallError(
+                f"{path} is not valid JSON with comments ({exc}); fix or move the file, then run the "
+                "installer again (nothing was changed)"
+            ) from exc
+    if not isinstance(data, dict):
+        raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object; nothing was changed")
+    return data, text
+
+
+def dump_json(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = data.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise InstallError(
+            f"{path}: '{key}' is a {type(value).__name__}, expected an object; nothing was changed"
+        )
+    return value
+
+
+# ------------------------------------------------------------------------------------------ clients
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    name: str
+    title: str
+    scopes: tuple[Scope, ...]
+    default_scope: Scope
+    servers_key: str  # "mcpServers" or "servers" (VS Code)
+    config_path: Callable[[Platform, Scope, Path], Path]
+    entry: Callable[[Launcher, list[str]], dict[str, Any]]
+    allow_comments: bool = False
+
+
+def _stdio_entry(launcher: Launcher, args: list[str]) -> dict[str, Any]:
+    return {"command": launcher.command, "args": [*launcher.prefix_args, *args], "env": {}}
+
+
+def _typed_stdio_entry(launcher: Launcher, args: list[str]) -> dict[str, Any]:
+    return {"type": "stdio", "command": launcher.command, "args": [*launcher.prefix_args, *args], "env": {}}
+
+
+def _claude_desktop_path(p: Platform, scope: Scope, project: Path) -> Path:
+    return p.app_config_dir("Claude") / "claude_desktop_config.json"
+
+
+def _claude_code_path(p: Platform, scope: Scope, project: Path) -> Path:
+    return project / ".mcp.json" if scope == "project" else p.home / ".claude.json"
+
+
+def _cursor_path(p: Platform, scope: Scope, project: Path) -> Path:
+    return (project if scope == "project" else p.home) / ".cursor" / "mcp.json"
+
+
+def _vscode_path(p: Platform, scope: Scope, project: Path) -> Path:
+    if scope == "project":
+        return project / ".vscode" / "mcp.json"
+    return p.app_config_dir("Code") / "User" / "mcp.json"
+
+
+def _windsurf_path(p: Platform, scope: Scope, project: Path) -> Path:
+    return p.home / ".codeium" / "windsurf" / "mcp_config.json"
+
+
+SPECS: dict[str, ClientSpec] = {
+    "claude-desktop": ClientSpec(
+        "claude-desktop",
+        "Claude Desktop",
+        ("user",),
+        "user",
+        "mcpServers",
+        _claude_desktop_path,
+        _stdio_entry,
+    ),
+    "claude-code": ClientSpec(
+        "claude-code",
+        "Claude Code",
+        ("project", "user"),
+        "project",
+        "mcpServers",
+        _claude_code_path,
+        _typed_stdio_entry,
+    ),
+    "cursor": ClientSpec(
+        "cursor", "Cursor", ("project", "user"), "project", "mcpServers", _cursor_path, _stdio_entry
+    ),
+    "vscode": ClientSpec(
+        "vscode",
+        "VS Code",
+        ("project", "user"),
+        "project",
+        "servers",
+        _vscode_path,
+        _typed_stdio_entry,
+        allow_comments=True,
+    ),
+    "windsurf": ClientSpec(
+        "windsurf", "Windsurf", ("user",), "user", "mcpServers", _windsurf_path, _stdio_entry
+    ),
+}
+
+
+def hook_config_path(client: str, platform: Platform, scope: Scope, project: Path) -> Path:
+    if client == "claude-code":
+        return (project if scope == "project" else platform.home) / ".claude" / "settings.json"
+    if client == "cursor":
+        return (project if scope == "project" else platform.home) / ".cursor" / "hooks.json"
+    raise InstallError(f"{client} has no pre-tool hooks; --with-hooks works with: {', '.join(HOOK_CLIENTS)}")
+
+
+def _is_our_hook(command: Any, client: str) -> bool:
+    return isinstance(command, str) and "trainsleuth" in command and f"hook {client}" in command
+
+
+def _merge_claude_code_hooks(settings: dict[str, Any], command: str, path: Path) -> None:
+    hooks = _section(settings, "hooks", path)
+    groups = hooks.setdefault("PreToolUse", [])
+    if not isinstance(groups, list):
+        raise InstallError(f"{path}: hooks.PreToolUse is not a list; nothing was changed")
+    ours = {
+        "matcher": CLAUDE_CODE_HOOK_MATCHER,
+        "hooks": [{"type": "command", "command": command, "timeout": 30}],
+    }
+    kept: list[Any] = []
+    placed = False
+    for group in groups:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        if isinstance(inner, list) and any(
+            isinstance(h, dict) and _is_our_hook(h.get("command"), "claude-code") for h in inner
+        ):
+            others = [
+                h
+                for h in inner
+                if not (isinstance(h, dict) and _is_our_hook(h.get("command"), "claude-code"))
+            ]
+            if others:  # someone else's hooks share the group: keep them in their own group
+                kept.append({**group, "hooks": others})
+            if not placed:
+                kept.append(ours)
+                placed = True
+        else:
+            kept.append(group)
+    if not placed:
+        kept.append(ours)
+    hooks["PreToolUse"] = kept
+
+
+def _merge_cursor_hooks(config: dict[str, Any], command: str, path: Path) -> None:
+    config.setdefault("version", 1)
+    hooks = _section(config, "hooks", path)
+    wanted: dict[str, dict[str, Any]] = {
+        "preToolUse": {"command": command, "matcher": CURSOR_EDIT_MATCHER, "timeout": 30, "failClosed": True},
+        "beforeShellExecution": {"command": command, "timeout": 30, "failClosed": True},
+        "beforeMCPExecution": {"command": command, "timeout": 30, "failClosed": True},
+    }
+    for event, ours in wanted.items():
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InstallError(f"{path}: hooks.{event} is not a list; nothing was changed")
+        kept: list[Any] = []
+        placed = False
+        for entry in entries:
+            if isinstance(entry, dict) and _is_our_hook(entry.get("command"), "cursor"):
+                if not placed:
+                    kept.append(ours)
+                    placed = True
+            else:
+                kept.append(entry)
+        if not placed:
+            kept.append(ours)
+        hooks[event] = kept
+
+
+def server_args(client: str, scope: Scope, workspaces: list[Path]) -> list[str]:
+    args = ["serve"]
+    if workspaces:
+        for ws in workspaces:
+            args += ["--workspace", str(ws)]
+    elif client == "vscode" and scope == "project":
+        args += ["--workspace", "${workspaceFolder}"]
+    return args
+
+
+def plan_install(
+    client: str,
+    *,
+    scope: Scope | None = None,
+    project: Path | None = None,
+    workspaces: list[Path] | None = None,
+    with_hooks: bool = False,
+    platform: Platform | None = None,
+    launcher: Launcher | None = None,
+) -> InstallPlan:
+    """Work out every file change without touching the disk."""
+    if client not in SPECS:
+        raise InstallError(f"unknown client {client!r}; choose one of: {', '.join(CLIENTS)}")
+    spec = SPECS[client]
+    platform = platform or Platform.current()
+    launcher = launcher or Launcher.detect(platform.os)
+    chosen: Scope = scope or spec.default_scope
+    if chosen not in spec.scopes:
+        raise InstallError(
+            f"{spec.title} has only {'/'.join(spec.scopes)} configuration; drop --scope {chosen} "
+            f"(its config lives in {spec.config_path(platform, spec.default_scope, project or Path.cwd())})"
+        )
+    if with_hooks and client not in HOOK_CLIENTS:
+        raise InstallError(
+            f"{spec.title} has no pre-tool hooks; --with-hooks works with: {', '.join(HOOK_CLIENTS)}"
+        )
+    project = (project or Path.cwd()).absolute()
+    notes: list[str] = []
+    ws = [Path(w).expanduser().absolute() for w in (workspaces or [])]
+    if not ws and (chosen == "project" and client != "vscode"):
+        ws = [project]
+    if not ws and client in ("claude-desktop", "windsurf"):
+        ws = [project]
+        notes.append(
+            f"{spec.title} starts servers from its own folder, so the workspace is set to {project}; "
+            "pass --workspace PATH to choose another"
+        )
+    changes: list[FileChange] = []
+    path = spec.config_path(platform, chosen, project)
+    data, old = read_json_object(path, allow_comments=spec.allow_comments)
+    servers = _section(data, spec.servers_key, path)
+    servers[SERVER_NAME] = spec.entry(launcher, server_args(client, chosen, ws))
+    changes.append(FileChange(path, dump_json(data), old, f"{spec.title} MCP servers ({chosen})"))
+    if with_hooks:
+        hpath = hook_config_path(client, platform, chosen, project)
+        hdata, hold = read_json_object(hpath)
+        command = launcher.shell_command(platform.os, "hook", client)
+        if client == "claude-code":
+            _merge_claude_code_hooks(hdata, command, hpath)
+        else:
+            _merge_cursor_hooks(hdata, command, hpath)
+        changes.append(FileChange(hpath, dump_json(hdata), hold, f"{spec.title} hooks ({chosen})"))
+    return InstallPlan(client, chosen, changes, notes)
+
+
+def _backup_path(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate = path.with_name(f"{path.name}.bak-{stamp}")
+    n = 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+        n += 1
+    return candidate
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.trainsleuth-tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    try:
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def apply_plan(plan: InstallPlan) -> InstallResult:
+    written: list[Path] = []
+    backups: list[Path] = []
+    unchanged: list[Path] = []
+    for change in plan.changes:
+        if not change.changed:
+            unchanged.append(change.path)
+            continue
+        try:
+            if change.old_text is not None:
+                backup = _backup_path(change.path)
+                backup.write_text(change.old_text, encoding="utf-8")
+                backups.append(backup)
+            _atomic_write(change.path, change.new_text)
+        except OSError as exc:
+            raise InstallError(f"cannot write {change.path}: {exc}") from exc
+        written.append(change.path)
+    return InstallResult(plan, written, backups, unchanged)
+
+
+def display_path(path: Path | PurePath, platform: Platform) -> str:
+    if platform.os == "windows":
+        return str(PureWindowsPath(path))
+    return str(PurePosixPath(path))
