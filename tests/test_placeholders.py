@@ -24,11 +24,6 @@ EXPECTED_PLACEHOLDERS = {
     "dump_stacks",
     "diff_checkpoints",
     "environment_report",
-    # issue 7: bisect and jobs
-    "bisect_commits",
-    "bisect_versions",
-    "get_job",
-    "cancel_job",
     # issue 8: knowledge
     "search_literature",
     "lookup_constraints",

@@ -107,7 +107,7 @@ class JobRecord:
         return self.status in FINAL_STATUSES
 
     def progress_key(self) -> tuple[Any, ...]:
-        return (self.status, self.progress_done, self.progress_total, self.progress_message, self.current)
+        return (self.progress_done, self.progress_total, self.progress_message, self.current)
 
 
 def _row_to_record(row: Any) -> JobRecord:
@@ -454,7 +454,8 @@ class JobManager:
         while True:
             if on_progress is not None and rec.progress_key() != last:
                 last = rec.progress_key()
-                on_progress(rec)
+                if rec.progress_message is not None:
+                    on_progress(rec)
             remaining = deadline - time.monotonic()
             if rec.finished or remaining <= 0 or (cancel_event is not None and cancel_event.is_set()):
                 return rec

@@ -131,14 +131,21 @@ class IndexOptions:
         return out
 
 
+_python_cache: dict[str, str] = {}
+
+
 def resolve_python(uv: str, python: str | None, env: Mapping[str, str], cancel_event: threading.Event) -> str:
     """The interpreter uv will use for `python` (a path or a version request), as an absolute path."""
     request = python or default_python()
+    if request in _python_cache:
+        return _python_cache[request]
     result = run_process(
         [uv, "python", "find", request], env=env, timeout_s=120, cancel_event=cancel_event, cwd=Path.cwd()
     )
     if result.returncode == 0 and result.stdout_tail.strip():
-        return result.stdout_tail.strip().splitlines()[-1]
+        found = result.stdout_tail.strip().splitlines()[-1]
+        _python_cache[request] = found
+        return found
     from trainsleuth.tools.bisect.common import BisectError
 
     raise BisectError(
