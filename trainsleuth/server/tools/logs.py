@@ -1,28 +1,227 @@
-"""Training-log tools (issue 4). Placeholders until log analysis lands."""
+"""Training-log tools (issue 4): `analyze_training_log` and `extract_metrics`."""
 
 from __future__ import annotations
 
-from trainsleuth.server.registry import AnalysisInput, ToolRegistry, WorkspacePath
+from typing import Any, Literal
+
+from pydantic import Field
+
+from trainsleuth.server.registry import (
+    AnalysisInput,
+    AnalysisOutput,
+    ExistingPath,
+    ToolCall,
+    ToolFailure,
+    ToolRegistry,
+    paginate,
+)
+from trainsleuth.tools.findings import Finding
 
 ISSUE = 4
 
+FormatName = Literal[
+    "auto", "jsonl", "csv", "tsv", "hf_dict", "trainer_state", "keyvalue", "megatron", "nanogpt", "tqdm",
+    "tensorboard", "mlflow", "markdown",
+]  # fmt: skip
 
-class LogPathInput(AnalysisInput):
-    path: WorkspacePath
+
+class AnalyzeLogInput(AnalysisInput):
+    path: ExistingPath = Field(description="A log file, or a run folder (TensorBoard log dir, MLflow run).")
+    format: FormatName = Field(default="auto", description="Force a format instead of detecting it.")
+    plot: bool = Field(default=False, description="Attach a PNG plot of the key metrics with events marked.")
+    min_severity: Literal["info", "warning", "error"] = Field(
+        default="info", description="Leave out events below this severity."
+    )
+    cursor: str | None = Field(default=None, description="Cursor from a previous call's next_cursor.")
+    limit: int = Field(default=50, ge=1, le=500, description="Events per page.")
+
+
+class AnalyzeLogOutput(AnalysisOutput):
+    path: str
+    format: str
+    healthy: bool
+    has_metrics: bool
+    lines: int
+    records: int
+    series: list[dict[str, Any]]
+    roles: dict[str, list[str]]
+    segments: list[dict[str, Any]] = Field(default_factory=list)
+    events: list[Finding]
+    total_events: int
+    next_cursor: str | None = None
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def render_text(self) -> str:
+        verdict = "healthy (no warning or error events)" if self.healthy else "problems found"
+        lines = [
+            f"{self.path}: {self.format}, {self.records} records, {len(self.series)} metrics: {verdict}.",
+        ]
+        lines += [f"Note: {n}" for n in self.notes]
+        if self.roles:
+            lines.append("Roles: " + "; ".join(f"{r}: {', '.join(n[:3])}" for r, n in sorted(self.roles.items())))
+        if self.events:
+            lines.append(f"Events ({len(self.events)} of {self.total_events}):")
+            lines += [f"- {e.one_line()}" for e in self.events]
+        else:
+            lines.append("No events.")
+        if self.next_cursor:
+            lines.append(f"More events: call again with cursor={self.next_cursor}")
+        return "\n".join(lines)
+
+    def evidence_summary(self) -> str:
+        worst = [e for e in self.events if e.severity != "info"][:3]
+        head = f"analyze_training_log {self.path}: " + ("healthy" if self.healthy else "problems")
+        return (head + "; " + "; ".join(e.one_line() for e in worst))[:300]
+
+
+class ExtractInput(AnalysisInput):
+    path: ExistingPath = Field(description="A log file or run folder.")
+    metrics: list[str] = Field(
+        default_factory=list,
+        description="Metric names as in the log, or roles (loss, val_loss, grad_norm, lr, loss_scale, "
+        "throughput, ...). Empty: loss, val_loss, grad_norm and lr.",
+        max_length=50,
+    )
+    max_points: int = Field(default=500, ge=2, le=5000, description="At most this many points per series.")
+    step_min: float | None = Field(default=None, description="Keep steps >= this.")
+    step_max: float | None = Field(default=None, description="Keep steps <= this.")
+    format: FormatName = "auto"
+    cursor: str | None = Field(default=None, description="Cursor from a previous call's next_cursor.")
+    limit: int = Field(default=10, ge=1, le=50, description="Series per page.")
+
+
+class ExtractOutput(AnalysisOutput):
+    path: str
+    format: str
+    series: list[dict[str, Any]]
+    total_series: int
+    next_cursor: str | None = None
+    available: dict[str, str]
+    missing: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def render_text(self) -> str:
+        lines = [f"{self.path}: {self.format}; {self.total_series} series extracted."]
+        lines += [f"Note: {n}" for n in self.notes]
+        for s in self.series:
+            vals = s["values"]
+            rng = f"min {min(vals):.6g}, max {max(vals):.6g}" if vals else "no finite values in range"
+            lines.append(f"- {s['name']} ({s['role']}): {len(vals)} of {s['points_in_log']} points, {rng}")
+        if self.next_cursor:
+            lines.append(f"More series: call again with cursor={self.next_cursor}")
+        return "\n".join(lines)
+
+
+def analyze_handler(args: AnalyzeLogInput, call: ToolCall) -> AnalyzeLogOutput:
+    from pathlib import Path
+
+    from trainsleuth.tools.findings import SEVERITY_RANK
+    from trainsleuth.tools.logs import LogInputError
+    from trainsleuth.tools.logs.analyze import build_report, collect
+
+    def progress(done: int, total: int, msg: str) -> None:
+        call.progress(done, total, msg)
+
+    path = Path(args.path)
+    try:
+        collector, errors, stats = collect(path, args.format, progress=progress, cancel=call.cancel_event)
+    except LogInputError as exc:
+        raise ToolFailure(exc.message, exc.next_step) from None
+    report = build_report(path, collector, errors, stats)
+    floor = SEVERITY_RANK[args.min_severity]
+    events = [e for e in report.events if SEVERITY_RANK[e.severity] >= floor]
+    page, nxt = paginate(events, args.cursor, args.limit)
+    if args.plot:
+        from trainsleuth.tools.logs.plot import render_png
+
+        png = render_png(collector, report.events)
+        if png is None:
+            report.notes.append("no plot: the log has no metric series to draw")
+        else:
+            call.add_image(png)
+    return AnalyzeLogOutput(
+        path=report.path,
+        format=report.format,
+        healthy=report.healthy,
+        has_metrics=report.has_metrics,
+        lines=report.lines,
+        records=report.records,
+        series=[s.model_dump(exclude_none=True) for s in report.series[:100]],
+        roles={k: v[:20] for k, v in report.roles.items()},
+        segments=[s.model_dump() for s in report.segments[:20]],
+        events=page,
+        total_events=len(events),
+        next_cursor=nxt,
+        errors=report.errors[:20],
+        notes=report.notes + ([f"{len(report.series) - 100} more series not listed"] if len(report.series) > 100 else []),
+    )
+
+
+def extract_handler(args: ExtractInput, call: ToolCall) -> ExtractOutput:
+    from pathlib import Path
+
+    from trainsleuth.tools.logs import LogInputError, extract
+
+    try:
+        res = extract(
+            Path(args.path),
+            args.metrics,
+            max_points=args.max_points,
+            step_min=args.step_min,
+            step_max=args.step_max,
+            fmt=args.format,
+            progress=lambda d, t, m: call.progress(d, t, m),
+            cancel=call.cancel_event,
+        )
+    except LogInputError as exc:
+        raise ToolFailure(exc.message, exc.next_step) from None
+    page, nxt = paginate([s.model_dump() for s in res.series], args.cursor, args.limit)
+    available = dict(list(res.available.items())[:200])
+    return ExtractOutput(
+        path=res.path,
+        format=res.format,
+        series=page,
+        total_series=len(res.series),
+        next_cursor=nxt,
+        available=available,
+        missing=res.missing,
+        notes=res.notes,
+    )
 
 
 def register(registry: ToolRegistry) -> None:
-    registry.placeholder(
+    registry.add(
         "analyze_training_log",
-        input_model=LogPathInput,
-        description="Parse a training log or run folder and report anomalies (findings.md log codes).",
+        analyze_handler,
+        input_model=AnalyzeLogInput,
+        output_model=AnalyzeLogOutput,
+        description=(
+            "Parse a training log or run folder (console logs incl. Megatron/DeepSpeed, HF Trainer, fairseq, "
+            "nanoGPT, tqdm; JSON lines; CSV/TSV; trainer_state.json; TensorBoard; MLflow) and report events "
+            "(findings.md log codes: loss_spike, grad_norm_spike with its lead, divergence, nonfinite_metric, "
+            "loss_scale_collapse, skipped_steps, overfitting, plateau, throughput_drop, error_message, ...). "
+            "Optionally attaches a PNG plot. Events are paginated."
+        ),
         title="Analyze training log",
-        issue=ISSUE,
+        read_only=True,
+        destructive=False,
+        idempotent=True,
+        open_world=False,
     )
-    registry.placeholder(
+    registry.add(
         "extract_metrics",
-        input_model=LogPathInput,
-        description="Extract chosen metric series from a log, downsampled with extremes preserved.",
+        extract_handler,
+        input_model=ExtractInput,
+        output_model=ExtractOutput,
+        description=(
+            "Extract chosen metric series (names or roles) from a log or run folder, downsampled to at most "
+            "max_points with each span's minimum and maximum kept (spikes are never averaged away), "
+            "optionally within a step range."
+        ),
         title="Extract metrics",
-        issue=ISSUE,
+        read_only=True,
+        destructive=False,
+        idempotent=True,
+        open_world=False,
     )

@@ -1,0 +1,58 @@
+"""The collector: metric series by name, bounded in number and in points per series."""
+
+from __future__ import annotations
+
+import math
+
+from trainsleuth.tools.logs.roles import role_of
+from trainsleuth.tools.logs.series import DEFAULT_CAPACITY, Series
+
+MAX_SERIES = 500
+
+
+class Collector:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, wanted: set[str] | None = None) -> None:
+        self.capacity = capacity
+        self.series: dict[str, Series] = {}
+        self.records = 0
+        self.dropped_series: set[str] = set()
+        self.last_step: float | None = None
+        self.wanted = wanted  # only keep these names (extract_metrics), None keeps all
+        self.position_steps = False
+
+    def add(self, step: float | None, metrics: dict[str, float], prefix: str = "") -> None:
+        self.records += 1
+        if step is None or not math.isfinite(step):
+            step = float(self.records)
+            positional = True
+        else:
+            positional = False
+            self.last_step = step
+        series = self.series
+        for name, value in metrics.items():
+            if prefix:
+                name = prefix + name
+            s = series.get(name)
+            if s is None:
+                s = self._new(name)
+                if s is None:
+                    continue
+            if positional:
+                s.step_from_position = True
+                self.position_steps = True
+            s.add(step, value)
+
+    def _new(self, name: str) -> Series | None:
+        if self.wanted is not None and name not in self.wanted:
+            return None
+        if len(self.series) >= MAX_SERIES:
+            if len(self.dropped_series) < 50:
+                self.dropped_series.add(name)
+            return None
+        s = Series(name, role_of(name), self.capacity)
+        self.series[name] = s
+        return s
+
+    def finish(self) -> None:
+        for s in self.series.values():
+            s.finish()

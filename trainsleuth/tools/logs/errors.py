@@ -1,0 +1,114 @@
+"""Pull error lines out of a log: tracebacks, out-of-memory, NCCL/collective timeouts,
+`minimum loss scale reached`, assertion failures, overflow/skipped-step notices."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# (kind, compiled pattern), most specific first. Patterns are matched on lines that contain
+# one of the cheap trigger words below, so ordinary lines cost one `in` test.
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|HIP out of memory|RESOURCE_EXHAUSTED", re.I)),
+    ("cpu_oom", re.compile(r"\bMemoryError\b|Cannot allocate memory|oom-kill|Out of memory: Kill|Killed process|DefaultCPUAllocator: can't allocate|std::bad_alloc", re.I)),
+    ("nccl_timeout", re.compile(r"NCCL.*(?:timed? ?out|Timeout)|Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|Timeout)|NCCL (?:error|WARN).*(?:unhandled|remote process exited|Connection)", re.I)),
+    ("collective_timeout", re.compile(r"(?:collective|barrier|all_?reduce|all_?gather|broadcast|gloo).*(?:timed? ?out|timeout)|DistBackendError|socket timeout", re.I)),
+    ("min_loss_scale", re.compile(r"minimum loss scale reached|loss scale.*(?:minimum|min).*reached|Current loss scale already at minimum", re.I)),
+    ("assertion", re.compile(r"\bAssertionError\b|Assertion `.*` failed|assertion failed", re.I)),
+    ("traceback", re.compile(r"^\s*Traceback \(most recent call last\)")),
+    ("exception", re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b(?::|$)")),
+    ("killed", re.compile(r"^\s*Killed\s*$|exited with (?:code|exit code) -?(?:9|137)\b|SIGKILL|Segmentation fault|core dumped", re.I)),
+]
+
+_TRIGGERS = ("rror", "xception", "raceback", "emory", "NCCL", "imeout", "imed out", "ssert", "inimum",
+             "Killed", "SIG", "Segmentation", "oom", "alloc", "RESOURCE", "core dumped", "xited")  # fmt: skip
+
+_OVERFLOW = re.compile(r"OVERFLOW!|Skipping step|skipped step|Gradient overflow|overflow detected|found inf", re.I)
+_OVERFLOW_TRIGGERS = ("OVERFLOW", "kipping", "kipped", "overflow", "found inf")
+
+
+@dataclass
+class ErrorHit:
+    kind: str
+    line_no: int
+    step: float | None
+    text: str
+    count: int = 1
+    last_line_no: int = 0
+    exception: str | None = None
+
+
+@dataclass
+class ErrorScanner:
+    """Collects error lines, grouped by kind (bounded: a few examples and a count per kind)."""
+
+    hits: dict[str, ErrorHit] = field(default_factory=dict)
+    overflow_lines: int = 0
+    overflow_first_step: float | None = None
+    overflow_steps: list[float] = field(default_factory=list)
+    _in_traceback: bool = False
+    _tb_lines: int = 0
+
+    def scan(self, line: str, line_no: int, step: float | None) -> None:
+        if self._in_traceback:
+            self._tb_lines += 1
+            stripped = line.strip()
+            m = _PATTERNS[7][1].match(stripped) if stripped else None
+            if m or self._tb_lines > 200:
+                self._in_traceback = False
+                tb = self.hits.get("traceback")
+                if tb is not None and m and tb.exception is None:
+                    tb.exception = stripped[:300]
+        if not any(t in line for t in _TRIGGERS):
+            if any(t in line for t in _OVERFLOW_TRIGGERS) and _OVERFLOW.search(line):
+                self._overflow(step)
+            return
+        for kind, pat in _PATTERNS:
+            if pat.search(line):
+                if kind == "exception" and ("traceback" in self.hits and self.hits["traceback"].exception is None):
+                    pass
+                self._add(kind, line, line_no, step)
+                if kind == "traceback":
+                    self._in_traceback = True
+                    self._tb_lines = 0
+                break
+        else:
+            if _OVERFLOW.search(line):
+                self._overflow(step)
+
+    def _overflow(self, step: float | None) -> None:
+        self.overflow_lines += 1
+        if step is not None:
+            if self.overflow_first_step is None:
+                self.overflow_first_step = step
+            if len(self.overflow_steps) < 10000:
+                self.overflow_steps.append(step)
+
+    def _add(self, kind: str, line: str, line_no: int, step: float | None) -> None:
+        hit = self.hits.get(kind)
+        if hit is None:
+            self.hits[kind] = ErrorHit(kind, line_no, step, line.strip()[:300], last_line_no=line_no)
+        else:
+            hit.count += 1
+            hit.last_line_no = line_no
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [
+            {"kind": h.kind, "line": h.line_no, "step": h.step, "text": h.text, "count": h.count,
+             "exception": h.exception}  # fmt: skip
+            for h in sorted(self.hits.values(), key=lambda h: h.line_no)
+        ]
+
+
+KIND_TEXT = {
+    "cuda_oom": "GPU out of memory",
+    "cpu_oom": "host (CPU) out of memory",
+    "nccl_timeout": "NCCL timeout or failure",
+    "collective_timeout": "collective/barrier timeout",
+    "min_loss_scale": "minimum fp16 loss scale reached",
+    "assertion": "assertion failure",
+    "traceback": "Python traceback",
+    "exception": "exception",
+    "killed": "process killed or crashed",
+}

@@ -1,0 +1,67 @@
+"""PNG plot of the key metrics with the events marked (matplotlib, Agg, imported lazily)."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable
+
+from trainsleuth.tools.findings import Finding
+from trainsleuth.tools.logs.collect import Collector
+
+PLOT_ROLES = ("loss", "val_loss", "grad_norm", "lr", "loss_scale", "throughput")
+_COLORS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#7f7f7f"}
+
+
+def render_png(collector: Collector, events: Iterable[Finding], max_points: int = 1500) -> bytes | None:
+    """Return PNG bytes, or None when the log has no series to draw."""
+    panels: list[tuple[str, list]] = []  # type: ignore[type-arg]
+    by_role: dict[str, list] = {}  # type: ignore[type-arg]
+    for s in collector.series.values():
+        by_role.setdefault(s.role, []).append(s)
+    for role in PLOT_ROLES:
+        group = [s for s in by_role.get(role, []) if s.finite_points][:3]
+        if group:
+            panels.append((role, group))
+    if not panels:
+        named = [s for s in collector.series.values() if s.finite_points][:2]
+        panels = [(s.role, [s]) for s in named]
+    if not panels:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    events = list(events)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.2 * len(panels) + 0.6), sharex=True, squeeze=False)
+    try:
+        for ax, (role, group) in zip(axes[:, 0], panels):
+            for s in group:
+                pts = s.downsample(max_points)
+                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+                ax.plot(xs, ys, lw=0.9, label=s.name)
+                if role in ("grad_norm", "loss_scale") and ys and min(ys) > 0 and max(ys) / min(ys) > 100:
+                    ax.set_yscale("log")
+            names = {s.name for s in group}
+            for ev in events:
+                if ev.step is None or ev.severity == "info":
+                    continue
+                if ev.metric in names or (ev.metric is None and role == panels[0][0]):
+                    ax.axvline(ev.step, color=_COLORS[ev.severity], lw=0.8, ls="--", alpha=0.8)
+                    ax.annotate(ev.code, (ev.step, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
+                                rotation=90, va="top", ha="right", color=_COLORS[ev.severity])  # fmt: skip
+            ax.set_ylabel(role, fontsize=8)
+            ax.legend(fontsize=7, loc="upper right")
+            ax.tick_params(labelsize=7)
+        axes[-1, 0].set_xlabel("step")
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=90)
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def _finite(x: float) -> bool:
+    return math.isfinite(x)
