@@ -63,8 +63,8 @@ CLOSED = gate.PHASE_CLOSED
 DONE = gate.DONE_PHASES
 
 _QUICK_BLOCKERS = re.compile(
-    r"intermittent|sometimes|flaky|random|nondetermin|non-determin|hang|deadlock|distributed|"
-    r"multi-?node|nccl|rank|race|occasional|unknown|unclear",
+    r"\b(intermittent\w*|sometimes|flaky|random\w*|non-?determin\w*|hangs?|hung|deadlock\w*|distributed|"
+    r"multi-?node|nccl|ranks?|races?|occasional\w*|unknown|unclear)\b",
     re.IGNORECASE,
 )
 

@@ -1,0 +1,124 @@
+"""Helpers shared by the protocol tests: real git repositories and a real MCP client driving the protocol."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp import StdioServerParameters
+
+TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def make_repo(ws: Path, files: dict[str, str]) -> Path:
+    """A git repository with one commit holding `files`."""
+    ws.mkdir(parents=True, exist_ok=True)
+    git(ws, "init", "-q", "-b", "main")
+    git(ws, "config", "user.email", "dev@example.com")
+    git(ws, "config", "user.name", "Dev")
+    git(ws, "config", "commit.gpgsign", "false")
+    for name, text in files.items():
+        path = ws / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(ws, "add", "-A")
+    git(ws, "commit", "-qm", "baseline")
+    return ws
+
+
+def stdio_params(workspace: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=TRAINSLEUTH,
+        args=["serve", "--workspace", str(workspace), *extra],
+        cwd=str(workspace),
+        env=dict(os.environ),
+    )
+
+
+class Driver:
+    """Calls protocol tools and asserts success unless told otherwise."""
+
+    def __init__(self, client: Any) -> None:
+        self.c = client
+
+    async def ok(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        r = await self.c.call_tool(name, args)
+        assert not r.is_error, f"{name} failed: {r.content[0].text}"
+        assert r.structured_content is not None
+        return r.structured_content
+
+    async def refused(self, name: str, args: dict[str, Any], *needles: str) -> str:
+        r = await self.c.call_tool(name, args)
+        text = r.content[0].text
+        assert r.is_error, f"{name} was not refused: {text}"
+        assert "Next step:" in text, text
+        for needle in needles:
+            assert needle.lower() in text.lower(), f"{needle!r} not in {text!r}"
+        return text
+
+    async def start(self, **kw: Any) -> str:
+        args = {
+            "symptom": "loss becomes NaN after the learning-rate change",
+            "reproducible": "always",
+            "what_changed": "raised lr from 1 to 10",
+        }
+        args.update(kw)
+        out = await self.ok("start_investigation", args)
+        return str(out["investigation_id"])
+
+    async def evidence(self, iid: str, summary: str = "lr is 10 in train.py") -> str:
+        out = await self.ok(
+            "record_evidence", {"investigation_id": iid, "summary": summary, "data": {"lr": 10}}
+        )
+        return str(out["evidence_id"])
+
+    def diagnosis(self, iid: str, ev: str, **kw: Any) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "investigation_id": iid,
+            "symptom": "loss NaN at step 3",
+            "root_cause": "learning rate 10 is far too high for SGD on this model",
+            "evidence_ids": [ev],
+            "mechanism": "updates overshoot, weights blow up, loss overflows to NaN",
+            "proposed_fix": {"files": ["train.py"], "change": "set lr back to 1"},
+            "side_effects": "slower early progress",
+            "will_not_fix": "the data pipeline",
+            "confidence": 0.9,
+            "alternatives_considered": ["bad batch", "fp16 overflow"],
+            "disproving_observation": "NaN persists with lr=1",
+            "disproof_looked_for": False,
+        }
+        d.update(kw)
+        return d
+
+    async def full_hypotheses(self, iid: str, ev: str) -> str:
+        hyps = [
+            {"statement": f"cause {i}", "confirm_if": f"sees {i}", "rule_out_if": f"no {i}"}
+            for i in range(1, 4)
+        ]
+        out = await self.ok("propose_hypotheses", {"investigation_id": iid, "hypotheses": hyps})
+        first = out["under_test"]
+        await self.ok(
+            "resolve_hypothesis",
+            {"investigation_id": iid, "hypothesis_id": first, "outcome": "confirmed", "evidence_ids": [ev]},
+        )
+        return str(first)
+
+    async def approved(self, iid: str, **diag: Any) -> str:
+        """Evidence, diagnosis and fallback approval; returns the diagnosis id."""
+        ev = await self.evidence(iid)
+        out = await self.ok("submit_diagnosis", self.diagnosis(iid, ev, **diag))
+        await self.ok(
+            "approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "yes, go ahead"}
+        )
+        return str(out["diagnosis"]["id"])
+
+    async def get(self, iid: str) -> dict[str, Any]:
+        out = await self.ok("get_investigation", {"investigation_id": iid, "timeline_limit": 500})
+        return dict(out["investigation"])
