@@ -142,7 +142,9 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) 
             thr = max(base * GRAD_FACTOR, base + GRAD_K * sig)
         else:
             thr = base + max(LOSS_K * sig, LOSS_REL * abs(base), 1e-8)
-        if v > thr:
+        # A spike is a jump: the value rose from the record before it (or continues an event),
+        # so a loss that simply starts high and falls is never flagged.
+        if v > thr and i > 0 and (v > vals[i - 1] or flags[i - 1]):
             flags[i] = True
             info[i] = (base, sig, thr)
         else:

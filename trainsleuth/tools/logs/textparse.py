@@ -28,6 +28,8 @@ _DICT_ITEM = re.compile(rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\(|tensor\()?
 _TQDM = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:,\s*([\d.]+)\s*(it/s|s/it))?\s*(?:,\s*(.*?))?\]")
 _PART_KV = re.compile(rf"^\s*([A-Za-z_][\w ./()\-\[\]]*?)\s*[:=]?\s*({NUM}|[-+]?nan|[-+]?inf)\s*(%|ms|s)?\s*$", re.I)
 
+_STEP_WORD = re.compile(r"\b(global_step|iteration|iter|step)\s*[:=#]?\s*(\d+)\b", re.I)
+
 _STEP_NAMES = (
     "iteration",
     "iter",
@@ -230,9 +232,9 @@ def parse_keyvalue(s: str) -> list[Record]:
         return []
     step = pick_step(metrics)
     if step is None:
-        for key in ("epoch",):
-            if key in metrics and len(metrics) > 1:
-                step = None
+        m = _STEP_WORD.search(s)
+        if m:
+            step = float(m.group(2))
     return [(step, metrics)] if metrics else []
 
 
