@@ -24,9 +24,6 @@ EXPECTED_PLACEHOLDERS = {
     "dump_stacks",
     "diff_checkpoints",
     "environment_report",
-    # issue 8: knowledge
-    "search_literature",
-    "lookup_constraints",
 }
 
 

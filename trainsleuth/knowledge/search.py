@@ -242,3 +242,16 @@ def index_for(workspace: Path, constraints_file: Path | None = None) -> tuple[In
             _index_cache.pop(next(iter(_index_cache)))
         _index_cache[key] = (sig, index, pk)
     return index, pk
+
+
+_builtin_index: Index | None = None
+
+
+def builtin_index() -> Index:
+    """The index of the built-in knowledge base alone (no project files), built once."""
+    global _builtin_index
+    docs = _builtin_docs_cached()
+    with _builtin_lock:
+        if _builtin_index is None:
+            _builtin_index = Index(docs)
+        return _builtin_index
