@@ -169,9 +169,11 @@ def run_test(
         )
     if rc is not None and 0 < rc < 128:
         return RunOutcome("bad", rc, False, result.duration_s, tail)
+    how = (
+        f"was killed by signal {-rc}" if rc is not None and rc < 0 else f"ended with exit code {rc} (>= 128)"
+    )
     raise BisectError(
-        f"the test command ended with exit code {rc} (killed by a signal, or >= 128); like `git bisect run`, "
-        f"the bisect stops here. Output tail:\n{tail}",
+        f"the test command {how}; like `git bisect run`, the bisect stops here. Output tail:\n{tail}",
         "make the command exit 1..127 for a bad result (e.g. wrap it: sh -c 'cmd || exit 1'), "
         "or pass timeout_s so hangs are handled",
     )
