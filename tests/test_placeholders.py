@@ -18,12 +18,6 @@ EXPECTED_PLACEHOLDERS = {
     # issue 5: probe
     "probe_gradients",
     "read_probe_run",
-    # issue 6: distributed, precision, checkpoints, environment
-    "check_distributed",
-    "compare_precision",
-    "dump_stacks",
-    "diff_checkpoints",
-    "environment_report",
 }
 
 

@@ -1,6 +1,6 @@
 """A healthy model for `check_distributed`: plain DDP, every parameter used, no buffers to drift.
 
-    trainsleuth check_distributed examples/distributed/healthy_ddp.py:entry
+trainsleuth check_distributed examples/distributed/healthy_ddp.py:entry
 """
 
 import torch

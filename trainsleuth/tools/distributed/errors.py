@@ -32,7 +32,9 @@ def from_runner_error(exc: RunnerError, what: str) -> AnalysisError:
             f"{what}: {exc.message}", "install torch in that interpreter, or pass python= one that has it"
         )
     if exc.kind == "out_of_memory":
-        return AnalysisError(f"{what}: {exc.message}{detail}", "use a smaller model or batch in the entrypoint")
+        return AnalysisError(
+            f"{what}: {exc.message}{detail}", "use a smaller model or batch in the entrypoint"
+        )
     if exc.kind == "interpreter_failed":
         return AnalysisError(f"{what}: {exc.message}", "pass python= a working interpreter")
     if exc.kind in {

@@ -130,7 +130,12 @@ def launch(args):
     start = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
         )
         timed_out = False
         try:
@@ -156,7 +161,7 @@ def launch(args):
     payload = {
         "ok": True,
         "nproc": args.nproc,
-        "command": cmd[:12] + ["<worker args>"],
+        "command": [*cmd[:12], "<worker args>"],
         "returncode": proc.returncode,
         "timed_out": timed_out,
         "duration_s": duration,
@@ -260,7 +265,7 @@ def _first_meta_difference(a, b):
         only_a = [x for x in names_a if x not in set(names_b)]
         only_b = [x for x in names_b if x not in set(names_a)]
         return {"names_only_on_rank0": only_a[:20], "names_only_on_other": only_b[:20]}
-    for ma, mb in zip(a, b):
+    for ma, mb in zip(a, b, strict=False):
         if ma != mb:
             return {"name": ma[0], "rank0": [list(ma[1]), ma[2]], "other": [list(mb[1]), mb[2]]}
     return {}
@@ -350,7 +355,9 @@ def worker(args):
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             if not any(p.requires_grad for p in model.parameters()):
-                raise ep.EntrypointError("contract_error", "the model has no trainable parameters", key="model")
+                raise ep.EntrypointError(
+                    "contract_error", "the model has no trainable parameters", key="model"
+                )
             wrapped = DDP(model, device_ids=[local_rank] if device is not None else None)
             summary["wrapper"] = "DistributedDataParallel (default settings)"
         inner = common.unwrap_module(wrapped)
@@ -455,7 +462,9 @@ def worker(args):
                 optimizer.step()
         handle.remove()
         with torch.no_grad():
-            comparisons.append(checker.compare(_named_params(inner), "after_last_step", len(losses), "parameter"))
+            comparisons.append(
+                checker.compare(_named_params(inner), "after_last_step", len(losses), "parameter")
+            )
 
         if rank == 0:
             summary["losses"] = losses
