@@ -53,7 +53,12 @@ def jsonl_spike_gradnorm_leads(rng: random.Random) -> str:
 
 
 def hf_trainer_nan(rng: random.Random) -> str:
-    out = ["***** Running training *****", "  Num examples = 20,000", "  Num Epochs = 3", "  Total optimization steps = 1,875"]
+    out = [
+        "***** Running training *****",
+        "  Num examples = 20,000",
+        "  Num Epochs = 3",
+        "  Total optimization steps = 1,875",
+    ]
     for i in range(1, 120):
         step = i * 10
         epoch = step / 625
@@ -68,19 +73,30 @@ def hf_trainer_nan(rng: random.Random) -> str:
                 f"{{'loss': nan, 'grad_norm': nan, 'learning_rate': {5e-5 * (1 - step / 1875):.10g}, 'epoch': {epoch:.2f}}}"
             )
         if i % 20 == 0:
-            out.append(f" {int(100 * step / 1875)}%|{'█' * (step * 10 // 1875)}          | {step}/1875 [02:{i % 60:02d}<05:00,  6.2it/s]")
-    out.append("{'train_runtime': 301.2, 'train_samples_per_second': 199.2, 'train_steps_per_second': 6.2, 'train_loss': nan, 'epoch': 3.0}")
+            out.append(
+                f" {int(100 * step / 1875)}%|{'█' * (step * 10 // 1875)}          | {step}/1875 [02:{i % 60:02d}<05:00,  6.2it/s]"
+            )
+    out.append(
+        "{'train_runtime': 301.2, 'train_samples_per_second': 199.2, 'train_steps_per_second': 6.2, 'train_loss': nan, 'epoch': 3.0}"
+    )
     return "\n".join(out) + "\n"
 
 
 def nanogpt_divergence(rng: random.Random) -> str:
-    out = ["tokens per iteration will be: 491,520", "found vocab_size = 50304 (inside data/openwebtext/meta.pkl)", "Initializing a new model from scratch", "number of parameters: 123.59M"]
+    out = [
+        "tokens per iteration will be: 491,520",
+        "found vocab_size = 50304 (inside data/openwebtext/meta.pkl)",
+        "Initializing a new model from scratch",
+        "number of parameters: 123.59M",
+    ]
     for it in range(0, 3001, 10):
         if it % 500 == 0:
             base = _decay(it, 10.9, 3.4, 250)
             if it > NANOGPT_DIVERGE:
                 base += 0.0028 * (it - NANOGPT_DIVERGE)
-            out.append(f"step {it}: train loss {base * _noise(rng, 0.004):.4f}, val loss {base * 1.01 * _noise(rng, 0.004):.4f}")
+            out.append(
+                f"step {it}: train loss {base * _noise(rng, 0.004):.4f}, val loss {base * 1.01 * _noise(rng, 0.004):.4f}"
+            )
             if it > 0:
                 out.append("saving checkpoint to out")
         loss = _decay(it, 10.9, 3.4, 250) * _noise(rng, 0.015)
@@ -91,7 +107,18 @@ def nanogpt_divergence(rng: random.Random) -> str:
     return "\n".join(out) + "\n"
 
 
-def _megatron_line(it: int, total: int, ms: float, lr: float, loss: float, scale: float, gn: float, skipped: int, nan: int, tflops: float | None = None) -> str:
+def _megatron_line(
+    it: int,
+    total: int,
+    ms: float,
+    lr: float,
+    loss: float,
+    scale: float,
+    gn: float,
+    skipped: int,
+    nan: int,
+    tflops: float | None = None,
+) -> str:
     extra = f" throughput per GPU (TFLOP/s/GPU): {tflops:.1f} |" if tflops is not None else ""
     return (
         f" iteration {it:>8}/{total:>8} | consumed samples: {it * 512:>12} | elapsed time per iteration (ms): {ms:.1f} |"
@@ -113,7 +140,9 @@ def megatron_loss_scale_collapse(rng: random.Random) -> str:
             skipped = 2 if scale > 1.0 else 10
             loss *= 1.0 + 0.01 * n_fall
             gn = 1.0 if skipped == 10 else gn * 3
-        out.append(_megatron_line(it, 100000, 1510.0 * _noise(rng, 0.01), 1.5e-4, loss, scale, gn, skipped, 0))
+        out.append(
+            _megatron_line(it, 100000, 1510.0 * _noise(rng, 0.01), 1.5e-4, loss, scale, gn, skipped, 0)
+        )
     return "\n".join(out) + "\n"
 
 
@@ -121,17 +150,19 @@ def deepspeed_overflow_min_scale(rng: random.Random) -> str:
     out = []
     ts = "2024-05-01 10:{:02d}:{:02d},{:03d}"
     scale = 2.0**14
-    t = 0
-    for step in range(1400, 1531):
-        t += 1
+    for t, step in enumerate(range(1400, 1531), start=1):
         stamp = ts.format((t // 60) % 60, t % 60, (t * 37) % 1000)
         if step >= DS_FIRST_OVERFLOW:
             if scale <= 1:
-                out.append(f"[default0]:[{stamp}] [INFO] [loss_scaler.py:190:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.")
+                out.append(
+                    f"[default0]:[{stamp}] [INFO] [loss_scaler.py:190:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."
+                )
                 out.append("[default0]:Traceback (most recent call last):")
                 out.append('[default0]:  File "pretrain.py", line 412, in <module>')
                 out.append("[default0]:    engine.step()")
-                out.append("[default0]:Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.")
+                out.append(
+                    "[default0]:Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."
+                )
                 break
             out.append(
                 f"[default0]:[{stamp}] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {int(scale)}, reducing to {int(scale) // 2}"
@@ -139,19 +170,26 @@ def deepspeed_overflow_min_scale(rng: random.Random) -> str:
             scale /= 2
         skipped = max(0, step - DS_FIRST_OVERFLOW + 1)
         if step % 10 == 0:
-            out.append(f"[default0]:[{stamp}] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped={skipped}, lr=[0.0001], mom=[(0.9, 0.95)]")
+            out.append(
+                f"[default0]:[{stamp}] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped={skipped}, lr=[0.0001], mom=[(0.9, 0.95)]"
+            )
             loss = 3.2 * _noise(rng, 0.01) * (1 + 0.02 * skipped)
-            out.append(f"[default0]:steps: {step} loss: {loss:.4f} iter time (s): {0.51 * _noise(rng, 0.02):.3f} samples/sec: {251.0 * _noise(rng, 0.02):.3f}")
+            out.append(
+                f"[default0]:steps: {step} loss: {loss:.4f} iter time (s): {0.51 * _noise(rng, 0.02):.3f} samples/sec: {251.0 * _noise(rng, 0.02):.3f}"
+            )
     return "\n".join(out) + "\n"
 
 
 def fairseq_plateau(rng: random.Random) -> str:
-    out = ["2021-03-01 12:00:00 | INFO | fairseq_cli.train | task: TranslationTask", "2021-03-01 12:00:01 | INFO | fairseq_cli.train | num. shared model params: 44,508,160"]
+    out = [
+        "2021-03-01 12:00:00 | INFO | fairseq_cli.train | task: TranslationTask",
+        "2021-03-01 12:00:01 | INFO | fairseq_cli.train | num. shared model params: 44,508,160",
+    ]
     for upd in range(100, 6001, 100):
         loss = 9.966 + 0.02 * rng.gauss(0, 1)
         lr = 5e-4 * min(1.0, upd / 4000)
         out.append(
-            f"2021-03-01 12:{(upd // 100) % 60:02d}:00 | INFO | train_inner | epoch {upd // 1500 + 1:03d}:  {upd % 1500:>5} / 1500 loss={loss:.3f}, nll_loss={loss:.3f}, ppl={2 ** loss:.1f}, wps={12000 * _noise(rng, 0.03):.0f}, ups=3.2, wpb=3800, bsz=128, num_updates={upd}, lr={lr:.6g}, gnorm={0.35 * _noise(rng, 0.1):.3f}, train_wall=31, gb_free=10.1, wall={upd * 0.31:.0f}"
+            f"2021-03-01 12:{(upd // 100) % 60:02d}:00 | INFO | train_inner | epoch {upd // 1500 + 1:03d}:  {upd % 1500:>5} / 1500 loss={loss:.3f}, nll_loss={loss:.3f}, ppl={2**loss:.1f}, wps={12000 * _noise(rng, 0.03):.0f}, ups=3.2, wpb=3800, bsz=128, num_updates={upd}, lr={lr:.6g}, gnorm={0.35 * _noise(rng, 0.1):.3f}, train_wall=31, gb_free=10.1, wall={upd * 0.31:.0f}"
         )
     return "\n".join(out) + "\n"
 
@@ -171,10 +209,37 @@ def lightning_constant_kl(rng: random.Random) -> str:
 def trainer_state_frozen_loss(rng: random.Random) -> str:
     history = []
     for step in range(10, 1001, 10):
-        history.append({"epoch": round(step / 400, 4), "grad_norm": 0.0, "learning_rate": 2e-5 * (1 - step / 1000), "loss": 2.3026, "step": step})
+        history.append(
+            {
+                "epoch": round(step / 400, 4),
+                "grad_norm": 0.0,
+                "learning_rate": 2e-5 * (1 - step / 1000),
+                "loss": 2.3026,
+                "step": step,
+            }
+        )
         if step % 200 == 0:
-            history.append({"epoch": round(step / 400, 4), "eval_loss": 2.302585, "eval_accuracy": 0.1, "eval_runtime": 3.1, "eval_samples_per_second": 322.5, "step": step})
-    state = {"best_metric": None, "epoch": 2.5, "global_step": 1000, "is_hyper_param_search": False, "log_history": history, "logging_steps": 10, "max_steps": 1000, "num_train_epochs": 3, "train_batch_size": 32}
+            history.append(
+                {
+                    "epoch": round(step / 400, 4),
+                    "eval_loss": 2.302585,
+                    "eval_accuracy": 0.1,
+                    "eval_runtime": 3.1,
+                    "eval_samples_per_second": 322.5,
+                    "step": step,
+                }
+            )
+    state = {
+        "best_metric": None,
+        "epoch": 2.5,
+        "global_step": 1000,
+        "is_hyper_param_search": False,
+        "log_history": history,
+        "logging_steps": 10,
+        "max_steps": 1000,
+        "num_train_epochs": 3,
+        "train_batch_size": 32,
+    }
     return json.dumps(state, indent=2) + "\n"
 
 
@@ -183,12 +248,14 @@ def tqdm_oscillation(rng: random.Random) -> str:
     for epoch in range(1, 7):
         frames = []
         for it in range(10, 501, 10):
-            k = (epoch * 50 + it // 10)
+            k = epoch * 50 + it // 10
             loss = (0.95 if k % 2 == 0 else 1.65) * _noise(rng, 0.04)
             acc = 0.62 if k % 2 == 0 else 0.41
             pct = it * 100 // 500
             bar = "█" * (pct // 10) + " " * (10 - pct // 10)
-            frames.append(f"Epoch {epoch}: {pct:3d}%|{bar}| {it}/500 [00:{it // 15:02d}<00:{(500 - it) // 15:02d}, 15.02it/s, loss={loss:.3f}, acc={acc:.3f}]")
+            frames.append(
+                f"Epoch {epoch}: {pct:3d}%|{bar}| {it}/500 [00:{it // 15:02d}<00:{(500 - it) // 15:02d}, 15.02it/s, loss={loss:.3f}, acc={acc:.3f}]"
+            )
         out.append("\r".join(frames))
     return "\n".join(out) + "\n"
 
@@ -198,9 +265,15 @@ def keras_overfitting(rng: random.Random) -> str:
     for e in range(60):
         loss = _decay(e, 1.3, 0.03, 12) * _noise(rng, 0.02)
         acc = min(0.999, 1 - loss / 1.5)
-        val = 0.55 + 0.9 * (math.exp(-e / 3) if e < KERAS_OVERFIT_EPOCH else 0.0) + (0.018 * (e - KERAS_OVERFIT_EPOCH) if e >= KERAS_OVERFIT_EPOCH else 0.0)
+        val = (
+            0.55
+            + 0.9 * (math.exp(-e / 3) if e < KERAS_OVERFIT_EPOCH else 0.0)
+            + (0.018 * (e - KERAS_OVERFIT_EPOCH) if e >= KERAS_OVERFIT_EPOCH else 0.0)
+        )
         val *= _noise(rng, 0.01)
-        rows.append(f"{e},{acc:.4f},{loss:.4f},{max(0.0, 0.86 - 0.004 * max(0, e - KERAS_OVERFIT_EPOCH)):.4f},{val:.4f}")
+        rows.append(
+            f"{e},{acc:.4f},{loss:.4f},{max(0.0, 0.86 - 0.004 * max(0, e - KERAS_OVERFIT_EPOCH)):.4f},{val:.4f}"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -212,8 +285,14 @@ def lightning_overfitting(rng: random.Random) -> str:
             rows.append(f"{epoch},{step},{_decay(step, 2.2, 0.02, 700) * _noise(rng, 0.03):.4f},,")
         step = epoch * 100 + 99
         e = epoch
-        val = 0.62 + 1.4 * math.exp(-e / 2.5) + (0.05 * (e - LIGHTNING_OVERFIT_EPOCH) if e > LIGHTNING_OVERFIT_EPOCH else 0.0)
-        rows.append(f"{epoch},{step},,{val * _noise(rng, 0.01):.4f},{0.8 - 0.004 * max(0, e - LIGHTNING_OVERFIT_EPOCH):.4f}")
+        val = (
+            0.62
+            + 1.4 * math.exp(-e / 2.5)
+            + (0.05 * (e - LIGHTNING_OVERFIT_EPOCH) if e > LIGHTNING_OVERFIT_EPOCH else 0.0)
+        )
+        rows.append(
+            f"{epoch},{step},,{val * _noise(rng, 0.01):.4f},{0.8 - 0.004 * max(0, e - LIGHTNING_OVERFIT_EPOCH):.4f}"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -221,7 +300,11 @@ def jsonl_throughput_drop(rng: random.Random) -> str:
     out = []
     for step in range(0, 4001, 20):
         tps = (52000.0 if step < THROUGHPUT_JSONL_DROP else 31000.0) * _noise(rng, 0.015)
-        rec = {"step": step, "loss": round(_decay(step, 7.0, 2.6, 900) * _noise(rng, 0.01), 4), "perf": {"tokens_per_sec": round(tps, 1), "step_time_ms": round(1000 * 65536 / tps, 1)}}
+        rec = {
+            "step": step,
+            "loss": round(_decay(step, 7.0, 2.6, 900) * _noise(rng, 0.01), 4),
+            "perf": {"tokens_per_sec": round(tps, 1), "step_time_ms": round(1000 * 65536 / tps, 1)},
+        }
         out.append(json.dumps(rec))
     return "\n".join(out) + "\n"
 
@@ -233,14 +316,29 @@ def megatron_slowdown(rng: random.Random) -> str:
         ms = (1390.0 if slow else 810.0) * _noise(rng, 0.01)
         tflops = (112.0 if slow else 192.0) * _noise(rng, 0.01)
         loss = 2.9 - 0.00005 * (it - 5000)
-        out.append(_megatron_line(it, 100000, ms, 1.2e-4, loss * _noise(rng, 0.008), 131072.0, 0.6 * _noise(rng, 0.08), 0, 0, tflops))
+        out.append(
+            _megatron_line(
+                it,
+                100000,
+                ms,
+                1.2e-4,
+                loss * _noise(rng, 0.008),
+                131072.0,
+                0.6 * _noise(rng, 0.08),
+                0,
+                0,
+                tflops,
+            )
+        )
     return "\n".join(out) + "\n"
 
 
 def oom_traceback(rng: random.Random) -> str:
     out = ["Loading dataset shards: 100%|██████████| 4/4", "Model has 1.3B parameters"]
     for step in range(10, 1201, 10):
-        out.append(f"step {step} | loss {_decay(step, 6.5, 2.4, 300) * _noise(rng, 0.01):.4f} | lr {2e-4:.2e} | tok/s {11800 * _noise(rng, 0.02):.0f}")
+        out.append(
+            f"step {step} | loss {_decay(step, 6.5, 2.4, 300) * _noise(rng, 0.01):.4f} | lr {2e-4:.2e} | tok/s {11800 * _noise(rng, 0.02):.0f}"
+        )
     out += [
         "Traceback (most recent call last):",
         '  File "/home/user/proj/train.py", line 188, in <module>',
@@ -258,7 +356,9 @@ def nccl_timeout(rng: random.Random) -> str:
     out = []
     for step in range(4200, 4243):
         if step % 2 == 0:
-            out.append(f"[rank0]: step {step} loss {2.01 * _noise(rng, 0.01):.4f} lr 1.00e-04 grad_norm {0.41 * _noise(rng, 0.05):.3f}")
+            out.append(
+                f"[rank0]: step {step} loss {2.01 * _noise(rng, 0.01):.4f} lr 1.00e-04 grad_norm {0.41 * _noise(rng, 0.05):.3f}"
+            )
     out += [
         "[rank3]:[E1101 12:31:07.412345 2211 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=84871, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.",
         "[rank3]:[E1101 12:31:07.413000 2211 ProcessGroupNCCL.cpp:1785] [PG 0 (default_pg) Rank 3] Exception (either an error or timeout) detected by watchdog at work: 84871, last enqueued NCCL work: 84872, last completed NCCL work: 84870.",
@@ -275,14 +375,26 @@ def kv_oscillation(rng: random.Random) -> str:
     for step in range(50, 4001, 50):
         k = step // 50
         loss = 1.5 + (0.45 if k % 2 else -0.45) * _noise(rng, 0.1)
-        out.append(f"step={step} loss={loss:.4f} lr=0.0030 grad_norm={2.5 * _noise(rng, 0.2):.3f} epoch={step // 1000}")
+        out.append(
+            f"step={step} loss={loss:.4f} lr=0.0030 grad_norm={2.5 * _noise(rng, 0.2):.3f} epoch={step // 1000}"
+        )
     return "\n".join(out) + "\n"
 
 
 def jsonl_plateau_chance(rng: random.Random) -> str:
     out = []
     for step in range(0, 3001, 20):
-        out.append(json.dumps({"epoch": step // 500, "step": step, "loss": round(2.3026 + 0.01 * rng.gauss(0, 1), 4), "acc": round(0.1 + 0.01 * rng.gauss(0, 1), 4), "lr": 0.1}))
+        out.append(
+            json.dumps(
+                {
+                    "epoch": step // 500,
+                    "step": step,
+                    "loss": round(2.3026 + 0.01 * rng.gauss(0, 1), 4),
+                    "acc": round(0.1 + 0.01 * rng.gauss(0, 1), 4),
+                    "lr": 0.1,
+                }
+            )
+        )
     return "\n".join(out) + "\n"
 
 
@@ -297,7 +409,11 @@ def megatron_spike_rank_prefixed(rng: random.Random) -> str:
             loss *= 1.0 + 1.2 * math.exp(-(it - MEGA_SPIKE_LOSS) / 8)
         line = _megatron_line(it, 150000, 2010.0 * _noise(rng, 0.01), 6e-5, loss, 4096.0, gn, 0, 0)
         for rank in (0, 1):
-            out.append(f"[default{rank}]:" + line if rank == 0 else f"[default{rank}]: [Rank 1] (after {it} iterations) memory (MB) | allocated: 21034.1 | max allocated: 36620.7")
+            out.append(
+                f"[default{rank}]:" + line
+                if rank == 0
+                else f"[default{rank}]: [Rank 1] (after {it} iterations) memory (MB) | allocated: 21034.1 | max allocated: 36620.7"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -346,15 +462,23 @@ def tb_nonfinite(rng: random.Random, root: Path) -> None:
 
 
 def healthy_nanogpt_warmup_eval(rng: random.Random) -> str:
-    out = ["tokens per iteration will be: 491,520", "number of parameters: 123.59M", "compiling the model... (takes a ~minute)"]
+    out = [
+        "tokens per iteration will be: 491,520",
+        "number of parameters: 123.59M",
+        "compiling the model... (takes a ~minute)",
+    ]
     for it in range(0, 5001, 10):
         base = 3.0 + 7.9 * math.exp(-it / 220) + 0.25 * math.exp(-it / 3000)
         if it % 500 == 0:
-            out.append(f"step {it}: train loss {base * _noise(rng, 0.003):.4f}, val loss {base * 1.012 * _noise(rng, 0.003):.4f}")
+            out.append(
+                f"step {it}: train loss {base * _noise(rng, 0.003):.4f}, val loss {base * 1.012 * _noise(rng, 0.003):.4f}"
+            )
             if it > 0:
                 out.append("saving checkpoint to out")
         ms = (2900.0 if it == 0 else 415.0) * _noise(rng, 0.02)
-        out.append(f"iter {it}: loss {base * _noise(rng, 0.02):.4f}, time {ms:.2f}ms, mfu {(-100.0 if it < 50 else 31.0 * _noise(rng, 0.01)):.2f}%")
+        out.append(
+            f"iter {it}: loss {base * _noise(rng, 0.02):.4f}, time {ms:.2f}ms, mfu {(-100.0 if it < 50 else 31.0 * _noise(rng, 0.01)):.2f}%"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -363,10 +487,38 @@ def healthy_trainer_state(rng: random.Random) -> str:
     for step in range(25, 3001, 25):
         loss = (0.35 + 1.9 * math.exp(-step / 500)) * _noise(rng, 0.06)
         gn = 2.0 * math.exp(-step / 2000) * _noise(rng, 0.2) + 0.4
-        history.append({"epoch": round(step / 1000, 4), "grad_norm": round(gn, 4), "learning_rate": 3e-5 * min(1.0, step / 300) * (1 - step / 3000 + 1e-3), "loss": round(loss, 4), "step": step})
+        history.append(
+            {
+                "epoch": round(step / 1000, 4),
+                "grad_norm": round(gn, 4),
+                "learning_rate": 3e-5 * min(1.0, step / 300) * (1 - step / 3000 + 1e-3),
+                "loss": round(loss, 4),
+                "step": step,
+            }
+        )
         if step % 500 == 0:
-            history.append({"epoch": round(step / 1000, 4), "eval_loss": round((0.42 + 1.8 * math.exp(-step / 500)) * _noise(rng, 0.01), 4), "eval_accuracy": round(0.9 - 0.5 * math.exp(-step / 500), 4), "eval_runtime": 12.4, "eval_samples_per_second": 403.2, "eval_steps_per_second": 12.6, "step": step})
-    state = {"best_metric": None, "epoch": 3.0, "global_step": 3000, "is_hyper_param_search": False, "log_history": history, "logging_steps": 25, "max_steps": 3000, "num_train_epochs": 3, "train_batch_size": 32}
+            history.append(
+                {
+                    "epoch": round(step / 1000, 4),
+                    "eval_loss": round((0.42 + 1.8 * math.exp(-step / 500)) * _noise(rng, 0.01), 4),
+                    "eval_accuracy": round(0.9 - 0.5 * math.exp(-step / 500), 4),
+                    "eval_runtime": 12.4,
+                    "eval_samples_per_second": 403.2,
+                    "eval_steps_per_second": 12.6,
+                    "step": step,
+                }
+            )
+    state = {
+        "best_metric": None,
+        "epoch": 3.0,
+        "global_step": 3000,
+        "is_hyper_param_search": False,
+        "log_history": history,
+        "logging_steps": 25,
+        "max_steps": 3000,
+        "num_train_epochs": 3,
+        "train_batch_size": 32,
+    }
     return json.dumps(state, indent=2) + "\n"
 
 
@@ -382,7 +534,19 @@ def healthy_megatron_fp16(rng: random.Random) -> str:
             skipped = 1
         lr = 1.5e-4 * min(1.0, it / 500) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * it / 5000)))
         loss = (2.8 + 6.2 * math.exp(-it / 450)) * _noise(rng, 0.012)
-        out.append(_megatron_line(it, 5000, 1505.0 * _noise(rng, 0.015), lr, loss, scale, (1.2 * math.exp(-it / 1500) + 0.3) * _noise(rng, 0.12), skipped, 0))
+        out.append(
+            _megatron_line(
+                it,
+                5000,
+                1505.0 * _noise(rng, 0.015),
+                lr,
+                loss,
+                scale,
+                (1.2 * math.exp(-it / 1500) + 0.3) * _noise(rng, 0.12),
+                skipped,
+                0,
+            )
+        )
     return "\n".join(out) + "\n"
 
 
@@ -442,7 +606,9 @@ def healthy_tqdm(rng: random.Random) -> str:
             loss = (0.18 + 1.1 * math.exp(-step / 600)) * _noise(rng, 0.05)
             pct = it * 100 // 300
             bar = "█" * (pct // 10) + " " * (10 - pct // 10)
-            frames.append(f"Epoch {epoch}/8: {pct:3d}%|{bar}| {it}/300 [00:{it // 20:02d}<00:{(300 - it) // 20:02d}, 20.1it/s, loss={loss:.4f}, lr=1.0e-03]")
+            frames.append(
+                f"Epoch {epoch}/8: {pct:3d}%|{bar}| {it}/300 [00:{it // 20:02d}<00:{(300 - it) // 20:02d}, 20.1it/s, loss={loss:.4f}, lr=1.0e-03]"
+            )
         out.append("\r".join(frames))
     return "\n".join(out) + "\n"
 

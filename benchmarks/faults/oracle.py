@@ -13,6 +13,7 @@ Runs in the interpreter that has torch (the project's .venv).
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import math
 import sys
 from pathlib import Path
@@ -89,7 +90,7 @@ def _loss_of(contract: dict[str, Any], model: Any, batch: Any) -> tuple[Any, dic
     return out, {}
 
 
-def measure(contract: dict[str, Any], steps: int = RULES["steps"]) -> dict[str, Any]:  # noqa: C901
+def measure(contract: dict[str, Any], steps: int = RULES["steps"]) -> dict[str, Any]:
     import torch
 
     model = contract["model"]
@@ -99,7 +100,7 @@ def measure(contract: dict[str, Any], steps: int = RULES["steps"]) -> dict[str, 
     step_fn = contract.get("step_fn")
     names = {m: n for n, m in model.named_modules()}
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-    m = {
+    m: dict[str, Any] = {
         "losses": [],
         "origin": None,
         "stale": False,
@@ -116,7 +117,9 @@ def measure(contract: dict[str, Any], steps: int = RULES["steps"]) -> dict[str, 
     }
     for t in _tensors(batch):
         if t.is_floating_point():
-            m["inputs"].append({"mean_abs": float(t.abs().mean()), "std": float(t.std()) if t.numel() > 1 else 0.0})
+            m["inputs"].append(
+                {"mean_abs": float(t.abs().mean()), "std": float(t.std()) if t.numel() > 1 else 0.0}
+            )
 
     state: dict[str, Any] = {"step": 0, "grads": {}, "bad": []}
 
@@ -164,7 +167,9 @@ def measure(contract: dict[str, Any], steps: int = RULES["steps"]) -> dict[str, 
                 for tname, term in terms.items():
                     gs = torch.autograd.grad(term, plist, retain_graph=True, allow_unused=True)
                     m["term_grads"][tname] = {
-                        pn: float(g.norm()) for pn, g in zip(params, gs) if g is not None and float(g.norm()) > 0
+                        pn: float(g.norm())
+                        for pn, g in zip(params, gs, strict=True)
+                        if g is not None and float(g.norm()) > 0
                     }
         for step in range(steps):
             state["step"] = step
@@ -239,11 +244,14 @@ def codes_from(m: dict[str, Any], model: Any) -> dict[str, Any]:
         found["nonfinite_gradient"] = None
     norms = [g for g in m["grad_norms"] if math.isfinite(g)]
     if norms and (
-        norms[0] > RULES["explode_abs"] or (len(norms) > 1 and norms[-1] > RULES["explode_growth"] * norms[0] > 0)
+        norms[0] > RULES["explode_abs"]
+        or (len(norms) > 1 and norms[-1] > RULES["explode_growth"] * norms[0] > 0)
     ):
         found["exploding_gradients"] = None
     weighted = [
-        n for n, mod in model.named_modules() if isinstance(mod, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d))
+        n
+        for n, mod in model.named_modules()
+        if isinstance(mod, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d))
     ]
     fg = m.get("first_grads", {})
     wg = [(n, fg.get(n + ".weight")) for n in weighted if fg.get(n + ".weight") is not None]
@@ -269,7 +277,10 @@ def codes_from(m: dict[str, Any], model: Any) -> dict[str, Any]:
     dense = [
         r
         for n, r in m["update_ratios"].items()
-        if math.isfinite(r) and not isinstance(model.get_submodule(n.rpartition(".")[0] or ""), (torch.nn.Embedding, torch.nn.EmbeddingBag))
+        if math.isfinite(r)
+        and not isinstance(
+            model.get_submodule(n.rpartition(".")[0] or ""), (torch.nn.Embedding, torch.nn.EmbeddingBag)
+        )
     ]
     if dense and sorted(dense)[len(dense) // 2] < RULES["update_low"]:
         found["update_ratio_low"] = None
@@ -292,7 +303,7 @@ def codes_from(m: dict[str, Any], model: Any) -> dict[str, Any]:
     if all(math.isfinite(x) for x in losses) and len(losses) > 1:
         if losses[-1] >= losses[0] * RULES["not_decreasing"]:
             found["loss_not_decreasing"] = None
-        rises = sum(b > a for a, b in zip(losses, losses[1:]))
+        rises = sum(b > a for a, b in itertools.pairwise(losses))
         if losses[-1] > losses[0] * RULES["diverging"] and rises >= (len(losses) - 1) / 2:
             found["loss_diverging"] = None
     if any(i["mean_abs"] > RULES["input_abs"] or i["std"] > RULES["input_abs"] for i in m["inputs"]):
@@ -331,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
         status = "ok" if not problems and not origin_notes else "MISMATCH"
         bad += status != "ok"
         losses = ", ".join(f"{x:.4g}" for x in res["losses"])
-        print(f"{status:8} {case.id}: expected {sorted(expected) or '[healthy]'} found {found} | loss {losses}")
+        print(
+            f"{status:8} {case.id}: expected {sorted(expected) or '[healthy]'} found {found} | loss {losses}"
+        )
         for note in origin_notes:
             print(f"         {note}")
         if argv:

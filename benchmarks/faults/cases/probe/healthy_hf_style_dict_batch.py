@@ -25,7 +25,9 @@ class TinyBertForSequenceClassification(nn.Module):
         self.classifier = nn.Linear(d, n_labels)
 
     def forward(self, input_ids, attention_mask, labels=None):
-        h = self.encoder(self.layer_norm(self.embeddings(input_ids)), src_key_padding_mask=attention_mask == 0)
+        h = self.encoder(
+            self.layer_norm(self.embeddings(input_ids)), src_key_padding_mask=attention_mask == 0
+        )
         mask = attention_mask.unsqueeze(-1).float()
         pooled = (h * mask).sum(1) / mask.sum(1)
         logits = self.classifier(pooled)

@@ -15,7 +15,7 @@ class LSTMClassifier(nn.Module):
         self.head = nn.Linear(hidden, n_classes)
 
     def forward(self, tokens):
-        out, (h, _) = self.lstm(self.embed(tokens))
+        _, (h, _) = self.lstm(self.embed(tokens))
         return self.head(h[-1])
 
 

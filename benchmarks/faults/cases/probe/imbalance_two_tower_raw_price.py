@@ -31,6 +31,8 @@ def setup():
     return {
         "model": model,
         "batch": {"user": user, "item_feats": item_feats, "price": price, "clicked": clicked},
-        "loss_fn": lambda m, b: F.binary_cross_entropy_with_logits(m(b["user"], b["item_feats"], b["price"]), b["clicked"]),
+        "loss_fn": lambda m, b: F.binary_cross_entropy_with_logits(
+            m(b["user"], b["item_feats"], b["price"]), b["clicked"]
+        ),
         "optimizer": torch.optim.Adam(model.parameters(), lr=1e-3),
     }

@@ -10,7 +10,9 @@ from torch import nn
 class WideDeep(nn.Module):
     def __init__(self):
         super().__init__()
-        self.deep = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
+        self.deep = nn.Sequential(
+            nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1)
+        )
         self.wide = nn.Linear(3, 1)
 
     def forward(self, batch):

@@ -55,6 +55,8 @@ def setup():
     return {
         "model": model,
         "batch": tokens,
-        "loss_fn": lambda m, t: F.cross_entropy(m(t[:, :-1]).reshape(-1, 100), t[:, 1:].reshape(-1), ignore_index=0),
+        "loss_fn": lambda m, t: F.cross_entropy(
+            m(t[:, :-1]).reshape(-1, 100), t[:, 1:].reshape(-1), ignore_index=0
+        ),
         "optimizer": torch.optim.AdamW(model.parameters(), lr=3e-4),
     }
