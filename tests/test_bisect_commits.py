@@ -4,8 +4,6 @@ candidate's environment from its own uv.lock (cached by lockfile hash)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,26 +12,9 @@ import pytest
 
 from trainsleuth.tools.bisect.commits import prepare_commit_bisect, run_commit_bisect
 from trainsleuth.tools.bisect.common import BisectError, LocalReporter
-from trainsleuth.tools.bisect.testing import make_history
+from trainsleuth.tools.bisect.testing import make_history, tree_digest
 from trainsleuth.tools.bisect.uvenv import default_python
 from trainsleuth.tools.bisect.wheels import build_wheel
-
-
-def tree_digest(path: Path) -> dict[str, str]:
-    """Every file under `path` (the .git folder included: index, HEAD, refs, stash) -> its hash."""
-    out: dict[str, str] = {}
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            p = Path(root) / name
-            rel = str(p.relative_to(path))
-            if p.is_symlink():
-                out[rel] = "link:" + os.readlink(p)
-            else:
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() + f":{oct(p.stat().st_mode)}"
-        for name in dirs:
-            out[str((Path(root) / name).relative_to(path)) + "/"] = "dir"
-    return out
 
 
 def git(repo: Path, *args: str) -> str:

@@ -43,6 +43,9 @@ FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED, INTERRUPTED})
 
 CANCEL_POLL_S = 0.3
 
+# Jobs running in this process, whichever manager started them (recovery must never touch them).
+_LIVE_JOBS: set[str] = set()
+
 MIGRATIONS = [
     """
     CREATE TABLE jobs (
@@ -174,6 +177,8 @@ def remove_worktree(repo: str, path: str, admin_dir: str | None = None) -> None:
         text = (wt / ".git").read_text(encoding="utf-8", errors="replace").strip()
         if text.startswith("gitdir:"):
             admin_dir = text.split(":", 1)[1].strip()
+    if admin_dir is None and not wt.exists():
+        admin_dir = _find_admin_dir(repo, wt)
     if wt.exists():
         try:
             _git(repo, "worktree", "remove", "--force", "--force", str(wt))
@@ -192,9 +197,33 @@ def remove_worktree(repo: str, path: str, admin_dir: str | None = None) -> None:
                 pass
 
 
+def _find_admin_dir(repo: str, wt: Path) -> str | None:
+    """git's record (`<gitdir>/worktrees/<name>`) of the worktree at `wt`, found by its gitdir file."""
+    try:
+        proc = _git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    worktrees = Path(proc.stdout.strip()) / "worktrees"
+    if not worktrees.is_dir():
+        return None
+    for admin in worktrees.iterdir():
+        gitdir = admin / "gitdir"
+        try:
+            target = Path(gitdir.read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        if target.parent == wt:
+            return str(admin)
+    return None
+
+
 def run_cleanup(entries: list[dict[str, str]]) -> list[str]:
     """Remove every registered worktree and folder; return what could not be removed."""
     problems: list[str] = []
+    # Worktrees first: removing their parent folder first would leave git's records behind.
+    entries = sorted(entries, key=lambda e: 0 if e.get("kind") == "worktree" else 1)
     for entry in entries:
         kind = entry.get("kind")
         try:
@@ -301,7 +330,7 @@ class JobManager:
             rec = _row_to_record(row)
             pid, started = int(row["owner_pid"]), float(row["owner_started"])
             mine = pid == self.pid and abs(started - self.started) < 1.0
-            if mine and rec.id in self._threads:
+            if mine and rec.id in _LIVE_JOBS:
                 continue
             if not mine and owner_alive(pid, started):
                 continue
@@ -331,6 +360,7 @@ class JobManager:
     ) -> JobRecord:
         job_id = f"job-{uuid.uuid4().hex[:12]}"
         now = time.time()
+        _LIVE_JOBS.add(job_id)  # before the row exists, so no recovery can take it for orphaned
         with self.store.transaction() as conn:
             conn.execute(
                 "INSERT INTO jobs(id, kind, title, params, status, created_at, owner_pid, owner_started) "
@@ -419,6 +449,7 @@ class JobManager:
             with self._cond:
                 self._threads.pop(handle.id, None)
                 self._handles.pop(handle.id, None)
+                _LIVE_JOBS.discard(handle.id)
                 self._cond.notify_all()
 
     def get(self, job_id: str) -> JobRecord:

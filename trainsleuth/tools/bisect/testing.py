@@ -7,6 +7,7 @@ file named `bug` that stays from then on: `test ! -f bug` is the reproducer.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from dataclasses import dataclass
@@ -136,3 +137,23 @@ def make_history(
     marks_out = _git(path, "rev-list", "--first-parent", "--reverse", "main").split()
     assert has_bug and bug_mark
     return History(path=path, commits=marks_out, bug_commit=marks_out[bug_at])
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    """Every file and folder under `path` (.git included: index, HEAD, refs, stash) -> hash and mode.
+
+    Two equal digests mean the checkout is byte-for-byte the same.
+    """
+    out: dict[str, str] = {}
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            p = Path(root) / name
+            rel = str(p.relative_to(path))
+            if p.is_symlink():
+                out[rel] = "link:" + os.readlink(p)
+            else:
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() + f":{oct(p.stat().st_mode)}"
+        for name in dirs:
+            out[str((Path(root) / name).relative_to(path)) + "/"] = "dir"
+    return out
