@@ -110,9 +110,11 @@ class Driver:
         )
         return str(first)
 
-    async def approved(self, iid: str, **diag: Any) -> str:
-        """Evidence, diagnosis and fallback approval; returns the diagnosis id."""
+    async def approved(self, iid: str, hypotheses: bool = False, **diag: Any) -> str:
+        """Evidence, (hypotheses,) diagnosis and fallback approval; returns the diagnosis id."""
         ev = await self.evidence(iid)
+        if hypotheses:
+            await self.full_hypotheses(iid, ev)
         out = await self.ok("submit_diagnosis", self.diagnosis(iid, ev, **diag))
         await self.ok(
             "approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "yes, go ahead"}

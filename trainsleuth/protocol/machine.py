@@ -20,7 +20,8 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,7 @@ class Protocol:
     def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.clock = clock
+        self._depth = 0
         ensure_schema(store)
 
     # ------------------------------------------------------------------ plumbing
@@ -141,19 +143,41 @@ class Protocol:
             (inv["updated_at"], inv["phase"], inv["pathway"], dumps(inv["data"]), inv["id"]),
         )
 
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; a refusal raised inside it is audited after the rollback."""
+        self._depth += 1
+        try:
+            with self.store.transaction() as conn:
+                yield conn
+        except ProtocolError as exc:
+            inv_id = getattr(exc, "audit_investigation", None)
+            if inv_id and self._depth == 1:
+                self._audit_refusal(inv_id, exc.message, exc.next_step or "")
+            raise
+        finally:
+            self._depth -= 1
+
+    def _audit_refusal(self, inv_id: str, message: str, next_step: str) -> None:
+        try:
+            with self.store.transaction() as conn:
+                row = conn.execute("SELECT phase FROM investigations WHERE id=?", (inv_id,)).fetchone()
+                if row is not None:
+                    self._event(
+                        conn, inv_id, "refused", row["phase"], message[:500], {"next_step": next_step}
+                    )
+        except sqlite3.Error:
+            pass
+
     def refuse(self, inv_id: str | None, message: str, next_step: str) -> ProtocolError:
-        """Record a refusal in the audit trail (own transaction) and return the error to raise."""
+        """Return the refusal to raise; it is recorded in the audit trail (after any open transaction)."""
+        err = ProtocolError(message, next_step)
         if inv_id:
-            try:
-                with self.store.transaction() as conn:
-                    row = conn.execute("SELECT phase FROM investigations WHERE id=?", (inv_id,)).fetchone()
-                    if row is not None:
-                        self._event(
-                            conn, inv_id, "refused", row["phase"], message[:500], {"next_step": next_step}
-                        )
-            except sqlite3.Error:
-                pass
-        return ProtocolError(message, next_step)
+            if self._depth:
+                err.audit_investigation = inv_id  # type: ignore[attr-defined]
+            else:
+                self._audit_refusal(inv_id, message, next_step)
+        return err
 
     def _escalate_if_due(
         self, conn: sqlite3.Connection, inv: dict[str, Any], reason: str | None = None
@@ -304,7 +328,7 @@ class Protocol:
             "suggestions": [s.model_dump() for s in suggestions or []],
             "current_diagnosis_id": None,
         }
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             conn.execute(
                 "INSERT INTO investigations(id, created_at, updated_at, workspace, symptom, pathway, phase, data) "
                 "VALUES(?,?,?,?,?,?,?,?)",
@@ -321,13 +345,13 @@ class Protocol:
         return self.get(inv_id)
 
     def get(self, inv_id: str) -> InvestigationView:
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             self._escalate_if_due(conn, inv)
             return self._view(conn, inv)
 
     def list_all(self, include_closed: bool = True) -> list[InvestigationSummary]:
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             rows = conn.execute("SELECT id FROM investigations ORDER BY created_at DESC").fetchall()
             out = []
             for r in rows:
@@ -341,7 +365,7 @@ class Protocol:
     def record_evidence(self, inv_id: str, summary: str, data: Any, source: str = "assistant") -> str:
         if not summary.strip():
             raise ProtocolError("the evidence summary is empty", "say in one line what was observed")
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             self._escalate_if_due(conn, inv)
             if inv["phase"] == CLOSED:
@@ -366,7 +390,7 @@ class Protocol:
         return ev_id
 
     def propose_hypotheses(self, inv_id: str, hypotheses: list[HypothesisSpec]) -> list[HypothesisView]:
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             self._escalate_if_due(conn, inv)
             phase = inv["phase"]
@@ -438,7 +462,7 @@ class Protocol:
         evidence_ids: list[str],
         note: str | None,
     ) -> tuple[HypothesisView, HypothesisView | None]:
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             self._escalate_if_due(conn, inv)
             row = conn.execute(
@@ -496,7 +520,7 @@ class Protocol:
             return hyps[hypothesis_id], (hyps[nxt] if nxt else None)
 
     def submit_diagnosis(self, inv_id: str, spec: DiagnosisSpec) -> DiagnosisView:
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             self._escalate_if_due(conn, inv)
             phase = inv["phase"]
@@ -524,7 +548,7 @@ class Protocol:
             raise self.refuse(
                 inv_id, "the proposed fix is empty", "describe the one change in proposed_fix.change"
             )
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             phase = inv["phase"]
             hypothesis_id = spec.hypothesis_id
@@ -612,7 +636,7 @@ class Protocol:
         missing_evidence: list[str],
         diagnosis_id: str | None = None,
     ) -> tuple[ReviewView, DiagnosisView]:
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             self._escalate_if_due(conn, inv)
             diag = self._current_diagnosis(conn, inv)
@@ -698,7 +722,7 @@ class Protocol:
         words: str | None,
     ) -> DiagnosisView:
         self.approvable(inv_id, diagnosis_id)
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             approval = Approval(
                 path=path,
@@ -725,7 +749,7 @@ class Protocol:
             return self._diagnosis_view(conn, self._diagnosis(conn, diagnosis_id))
 
     def record_cancelled_approval(self, inv_id: str, diagnosis_id: str, detail: str) -> None:
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             self._event(
                 conn,
@@ -743,7 +767,7 @@ class Protocol:
     ) -> AttemptView:
         from trainsleuth.protocol.snapshot import SnapshotError, take_snapshot
 
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             self._escalate_if_due(conn, inv)
         with self.store.connect() as conn:
@@ -817,7 +841,7 @@ class Protocol:
                 "begin_fix needs the workspace in a git repository (git init && git add -A && git commit -m "
                 "baseline), so the attempt's diff can be stored and reverted",
             ) from exc
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             if inv["phase"] != APPROVED:
                 raise ProtocolError("the investigation changed while the fix began", "call get_investigation")
@@ -917,7 +941,7 @@ class Protocol:
         elif revert and passed:
             warnings.append("revert was requested but the reproducer passed: nothing was reverted")
         now = self.clock()
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             ev_id = new_id("ev")
             verdict = "passed" if passed else ("timed out" if timed_out else "failed")
@@ -1177,7 +1201,7 @@ class Protocol:
         tmp = rca_path.with_suffix(".md.tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(rca_path)
-        with self.store.transaction() as conn:
+        with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             result["no_new_knowledge"] = no_knowledge_reason if no_new_knowledge else None
             result["lessons"] = lessons
