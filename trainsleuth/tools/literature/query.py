@@ -65,7 +65,7 @@ _PATH = re.compile(
 )
 _URL = re.compile(r"https?://\S+")
 _ADDR = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{12,}\b|<[^<>]*\bat 0x[0-9a-fA-F]+>")
-_NUM = re.compile(r"(?<![A-Za-z_])[-+]?\d[\d_.,:eE+\-]*(?:[KMGT]i?B|ms|s|%)?(?![A-Za-z_])")
+_NUM = re.compile(r"(?<![\w.])[-+]?\d[\d_.,:eE+\-]*(?:[KMGT]i?B|ms|s|%)?(?![A-Za-z_])")
 _QUOTED_LONG = re.compile(r"'[^']{40,}'|\"[^\"]{40,}\"")
 _PUNCT = re.compile(r"[()\[\]{}<>=|`;,]+")
 _LOG_PREFIX = re.compile(r"^\s*(?:\[[^\]]{0,80}\]\s*)+")
@@ -87,12 +87,15 @@ def looks_like_error(text: str) -> bool:
 
 
 def _clean(text: str) -> str:
+    gap = " \x00 "  # marks a removed token so a dangling "at"/"in" before it goes too
     text = _LOG_PREFIX.sub(" ", text)
-    text = _URL.sub(" ", text)
-    text = _ADDR.sub(" ", text)
-    text = _PATH.sub(" ", text)
-    text = _QUOTED_LONG.sub(" ", text)
-    text = _NUM.sub(" ", text)
+    text = _URL.sub(gap, text)
+    text = _ADDR.sub(gap, text)
+    text = _PATH.sub(gap, text)
+    text = _QUOTED_LONG.sub(gap, text)
+    text = _NUM.sub(gap, text)
+    text = re.sub(r"\b(?:at|in|from|of|on|to|for|by)\s*(?=\x00)", " ", text, flags=re.IGNORECASE)
+    text = text.replace("\x00", " ")
     text = _PUNCT.sub(" ", text)
     text = _UNITS.sub(" ", text)
     text = re.sub(r"\s+[:.]\s+|\s+[:.]$", " ", text)
