@@ -23,8 +23,11 @@ class Collector:
     def add(self, step: float | None, metrics: dict[str, float], prefix: str = "") -> None:
         self.records += 1
         if step is None or not math.isfinite(step):
-            step = float(self.records)
-            positional = True
+            if self.last_step is not None:
+                step, positional = self.last_step, False  # a record between stepped ones
+            else:
+                step = float(self.records)
+                positional = True
         else:
             positional = False
             self.last_step = step

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover
 WINDOW = 20  # trailing accepted points that form a baseline
 MIN_HISTORY = 5  # fewer trailing points than this: use the whole series' robust statistics
 MAX_EVENTS_PER_SERIES = 20
-LOSS_K, LOSS_REL = 6.0, 0.2  # loss spike: above median + max(6 sigma, 20 %)
+LOSS_K, LOSS_REL = 6.0, 0.35  # loss spike: above median + max(6 sigma, 35 %)
 GRAD_K, GRAD_FACTOR = 8.0, 4.0  # grad-norm spike: above max(4x median, median + 8 sigma)
 
 
@@ -114,6 +114,7 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) 
     flags = [False] * n
     info: list[tuple[float, float, float] | None] = [None] * n
     warm = n >= 50
+    last_sig: float | None = None
     for i, v in enumerate(vals):
         st = steps[i]
         if warm and len(acc_v) < MIN_HISTORY:
@@ -127,9 +128,22 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) 
         diffs = [
             abs(acc_v[j] - acc_v[j - 1]) for j in range(max(1, k), len(acc_v)) if acc_s[j] - acc_s[j - 1] <= 3 * spacing
         ]
-        sig = 1.4826 * median(diffs) / math.sqrt(2) if len(diffs) >= (3 if warm else 1) else glob_sig
-        if len(local) >= 2:
+        if len(diffs) >= (3 if warm else 1):
+            sig = 1.4826 * median(diffs) / math.sqrt(2)
+        else:
+            sig = last_sig if last_sig is not None else glob_sig
+        if len(local) >= 5:
             base = median(local[-5:])
+            recent = local[-WINDOW:]
+            med = median(recent)
+            sig = max(sig, 1.4826 * median([abs(x - med) for x in recent]))
+            last_sig = sig
+        elif len(local) >= 2:
+            base = median(local[-5:])
+            last_sig = sig
+        elif len(acc_v) >= 2 and last_sig is not None:
+            # nothing accepted nearby (a long excursion or a gap): keep the last known baseline
+            base, sig = median(acc_v[-5:]), last_sig
         elif acc_v and not warm:
             base = acc_v[-1]
         else:
@@ -561,11 +575,15 @@ def detect_loss_scale(s: Series) -> tuple[list[Finding], list[float]]:
             start = i - 1
             j = i
             decreases = 0
-            while j < n and vals[j] <= vals[j - 1]:
+            last_drop = i
+            # a run of drops, each within 3 records of the previous one, with no increase between
+            while j < n and vals[j] <= vals[j - 1] and j - last_drop <= 3:
                 if vals[j] < vals[j - 1]:
                     decreases += 1
                     falls.append(steps[j])
+                    last_drop = j
                 j += 1
+            j = last_drop + 1
             top, bottom = vals[start], vals[j - 1]
             factor = top / bottom if bottom > 0 else math.inf
             at_min = bottom <= 1.0
@@ -654,7 +672,7 @@ def detect_skipped(counters: list[Series], scale_falls: list[float], overflow_st
     late = [x for x in ordered if x > early_limit]
     cluster = _max_cluster(late, max(1.0, span / max(1, records)) * 10)
     frac = len(steps) / max(1, records)
-    sev = "warning" if cluster >= 3 or (frac >= 0.05 and len(late) >= 3) else "info"
+    sev = "warning" if cluster >= 4 or (frac >= 0.05 and len(late) >= 4) else "info"
     sources = [
         name
         for name, present in (
