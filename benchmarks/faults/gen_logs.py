@@ -456,6 +456,9 @@ def tb_nonfinite(rng: random.Random, root: Path) -> None:
         writer.add_scalar("train/grad_norm", gn, step, walltime=1714500000 + step)
         writer.add_scalar("train/lr", 1e-3, step, walltime=1714500000 + step)
     writer.close()
+    # a stable file name (the writer puts the host name and the current time in it)
+    for written in logdir.glob("events.*"):
+        written.rename(logdir / "events.out.tfevents.1714500000.trainhost.4242.0")
 
 
 # ---------------------------------------------------------------------------- healthy logs
@@ -642,13 +645,22 @@ TEXT_LOGS = {
 }
 
 
-def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def write_text_logs(out: Path = OUT) -> list[Path]:
+    """Write every text log under `out` (deterministic: the same bytes on every run)."""
+    written = []
     for i, (name, fn) in enumerate(sorted(TEXT_LOGS.items())):
-        path = OUT / name
+        path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(fn(random.Random(1000 + i)), encoding="utf-8", newline="")
-    mlflow_divergence(random.Random(7), OUT)
+        written.append(path)
+    mlflow_divergence(random.Random(7), out)
+    written += sorted((out / "mlflow_divergence").rglob("*"))
+    return [p for p in written if p.is_file()]
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    write_text_logs(OUT)
     tb_nonfinite(random.Random(8), OUT)
     print(f"wrote {len(TEXT_LOGS) + 2} logs under {OUT}")
 

@@ -21,8 +21,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
-RULES = {
-    "steps": 5,  # optimizer steps on one fixed batch
+STEPS = 5  # optimizer steps on one fixed batch
+RULES: dict[str, float] = {
     "explode_abs": 1e3,  # total gradient norm above this at the first step
     "explode_growth": 10.0,  # or the total gradient norm grows this much from first to last step
     "vanish_ratio": 1e-3,  # first weighted layer's grad norm / last weighted layer's grad norm
@@ -90,7 +90,7 @@ def _loss_of(contract: dict[str, Any], model: Any, batch: Any) -> tuple[Any, dic
     return out, {}
 
 
-def measure(contract: dict[str, Any], steps: int = RULES["steps"]) -> dict[str, Any]:
+def measure(contract: dict[str, Any], steps: int = STEPS) -> dict[str, Any]:
     import torch
 
     model = contract["model"]
