@@ -7,6 +7,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,7 +228,7 @@ def test_aggregator_reports_missing_and_failing_benchmarks(
 
 
 def test_aggregator_renders_ratio_baseline_and_goal() -> None:
-    outcomes = {
+    outcomes: dict[str, dict[str, Any]] = {
         "probe": {
             "status": "ran",
             "results": [result("overhead every step", 1.1, "plain steps", 1.25, direction="lower", unit="x")],
