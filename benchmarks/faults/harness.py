@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,13 +135,13 @@ def run_all(
     cli = list(cli or default_cli())
     out: dict[str, CaseRun] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(run_case, c, cli, timeout): c for c in cases}
-        for fut in futures:
+        futures = [pool.submit(run_case, c, cli, timeout) for c in cases]
+        for fut in as_completed(futures):
             res = fut.result()
             out[res.case_id] = res
             if progress:
                 progress(res)
-    return out
+    return {c.id: out[c.id] for c in cases}
 
 
 # ------------------------------------------------------------------------------------------- scoring
