@@ -148,7 +148,11 @@ def build_report(payload: dict[str, Any], entrypoint: str) -> DistributedReport:
                         "do not build the same model"
                     ),
                     step=comp.get("step"),
-                    evidence={"detail": mismatch.get("detail"), "phase": comp.get("phase")},
+                    evidence={
+                        "kind": "structure",
+                        "detail": mismatch.get("detail"),
+                        "phase": comp.get("phase"),
+                    },
                     failure_modes=failure_modes_for("rank_divergence"),
                 )
             )
@@ -305,6 +309,7 @@ def build_report(payload: dict[str, Any], entrypoint: str) -> DistributedReport:
                     module=_module_of(first["name"]) if first else None,
                     metric=None if first else "loss",
                     evidence={
+                        "kind": "single-process",
                         "loss_single": sp.get("loss_single"),
                         "loss_multi": sp.get("loss_multi"),
                         "loss_rel_diff": loss_rel,
