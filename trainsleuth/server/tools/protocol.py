@@ -727,11 +727,13 @@ class CaptureKnowledgeInput(ToolInput):
         default=None, description="A new project constraint to append."
     )
     constraints_file: WorkspacePath | None = Field(
-        default=None, description="Default .agents/knowledge/constraints.md in the workspace."
+        default=None,
+        description="Default: the project's constraints file (.agents/knowledge/constraints.md unless configured).",
     )
     fix_pattern: bool = Field(default=False, description="Append a fix-pattern record.")
     fix_patterns_file: WorkspacePath | None = Field(
-        default=None, description="Default .agents/knowledge/fix-patterns.md in the workspace."
+        default=None,
+        description="Default: the project's fix-pattern file (.agents/knowledge/fix-patterns.md unless configured).",
     )
 
 
@@ -757,16 +759,10 @@ def capture_knowledge(args: CaptureKnowledgeInput, call: ToolCall) -> CaptureKno
     view = proto.get(args.investigation_id)
     ws = Path(view.workspace)
     rca_dir = Path(args.rca_dir) if args.rca_dir else ws / "docs" / "rca"
-    constraints_file = (
-        Path(args.constraints_file)
-        if args.constraints_file
-        else ws / ".agents" / "knowledge" / "constraints.md"
-    )
-    patterns_file = (
-        Path(args.fix_patterns_file)
-        if args.fix_patterns_file
-        else ws / ".agents" / "knowledge" / "fix-patterns.md"
-    )
+    from trainsleuth.knowledge.constraints import constraints_path, fix_patterns_path
+
+    constraints_file = Path(args.constraints_file) if args.constraints_file else constraints_path(ws)
+    patterns_file = Path(args.fix_patterns_file) if args.fix_patterns_file else fix_patterns_path(ws)
     for p in (rca_dir, constraints_file, patterns_file):
         call.ctx.policy.resolve(str(p), field="knowledge path")
     try:

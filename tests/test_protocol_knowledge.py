@@ -1,0 +1,113 @@
+"""capture_knowledge: the RCA document, a new constraint and fix pattern in the project's own files,
+or an explicit 'no new knowledge'; plus the suggestions start_investigation makes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from test_protocol_helpers import Driver, make_repo
+
+from trainsleuth.server.app import build_server
+from trainsleuth.server.context import ServerConfig
+
+pytestmark = pytest.mark.anyio
+
+REPRO = "grep -q '^lr = 1$' train.py"
+CONSTRAINTS = """\
+# Project constraints
+
+## Optimisation
+
+### 1. Learning rate stays below 3 for SGD
+Higher rates diverge within a few hundred steps.
+
+### 2. Warmup is at least 500 steps
+- Shorter warmup spikes the loss with Adam.
+
+## Data
+
+### 3. Labels are integers in [0, num_classes)
+- Checked in the dataset constructor.
+"""
+
+
+async def _resolved(d: Driver, ws: Path) -> str:
+    iid = await d.start(reproducer=REPRO, symptom="loss becomes NaN after raising the learning rate")
+    await d.approved(iid)
+    await d.ok("begin_fix", {"investigation_id": iid, "description": "lr back to 1"})
+    (ws / "train.py").write_text("lr = 1\n")
+    assert (await d.ok("verify_fix", {"investigation_id": iid}))["passed"]
+    return iid
+
+
+async def test_capture_constraint_and_fix_pattern(tmp_path: Path) -> None:
+    ws = make_repo(
+        tmp_path / "ws", {"train.py": "lr = 10\n", ".agents/knowledge/constraints.md": CONSTRAINTS}
+    )
+    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    async with Client(server) as c:
+        d = Driver(c)
+        started = await d.ok(
+            "start_investigation", {"symptom": "loss becomes NaN after raising the learning rate for SGD"}
+        )
+        kinds = {s["kind"] for s in started["suggestions"]}
+        assert "constraint" in kinds, started  # the project's own constraint 1 is suggested
+        iid = await _resolved(d, ws)
+        await d.refused(
+            "capture_knowledge",
+            {"investigation_id": iid, "no_new_knowledge": True},
+            "reason",
+        )
+        await d.refused(
+            "capture_knowledge",
+            {
+                "investigation_id": iid,
+                "no_new_knowledge": True,
+                "no_knowledge_reason": "x",
+                "fix_pattern": True,
+            },
+            "contradicts",
+        )
+        outside = await c.call_tool(
+            "capture_knowledge", {"investigation_id": iid, "rca_dir": str(tmp_path / "x")}
+        )
+        assert outside.is_error and "outside the workspace" in outside.content[0].text
+        assert not (tmp_path / "x").exists()
+        out = await d.ok(
+            "capture_knowledge",
+            {
+                "investigation_id": iid,
+                "lessons": ["Check the learning rate against constraint 1 before anything else."],
+                "rca_dir": "postmortems",
+                "constraint": {
+                    "title": "Learning-rate changes need a short smoke run",
+                    "rule": "Any learning-rate change runs 200 steps and checks the loss is finite.",
+                    "details": ["The reproducer from this investigation does that."],
+                    "category": "Optimisation",
+                },
+                "fix_pattern": True,
+            },
+        )
+        assert out["phase"] == "closed" and out["constraint"]["number"] == "4"
+        text = (ws / ".agents/knowledge/constraints.md").read_text()
+        assert text.startswith(CONSTRAINTS.split("## Data")[0].rstrip()[:60])
+        assert "Learning-rate changes need a short smoke run" in text and "### 4." in text
+        assert text.index("### 4.") < text.index("## Data")  # filed under its category
+        patterns = Path(out["fix_pattern"]["file"])
+        assert patterns == ws / ".agents/knowledge/fix-patterns.md"
+        ptext = patterns.read_text()
+        for field in ("Symptom", "Root Cause", "Fix", "Lesson", "Related Constraint"):
+            assert field in ptext
+        assert "learning rate 10 is far too high" in ptext and "set lr back to 1" in ptext
+        rca = Path(out["rca_path"])
+        assert rca.parent == ws / "postmortems"
+        rtext = rca.read_text()
+        assert "New constraint 4" in rtext and out["fix_pattern"]["id"] in rtext
+        assert "Check the learning rate against constraint 1" in rtext
+        await d.refused(
+            "capture_knowledge", {"investigation_id": iid, "lessons": ["again"]}, "already closed"
+        )
+        inv = await d.get(iid)
+        assert inv["knowledge"]["constraint"]["number"] == "4" and inv["timeline"][-1]["kind"] == "closed"
