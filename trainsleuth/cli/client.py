@@ -1,20 +1,277 @@
-"""`trainsleuth client` (issue 9): wired when its capability lands."""
+"""`trainsleuth client call|run|tools`: a scripted MCP client for CI.
+
+Exit codes: 0 ok, 1 an expectation failed, 2 usage, 3 server or tool error.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
+
+EPILOG = """\
+exit codes:
+  0  ok
+  1  an expectation failed (e.g. fail_on found an event at or above the level)
+  2  usage: bad arguments or an invalid playbook
+  3  the server or a tool failed (cannot start or reach the server, a tool answered isError)
+
+examples:
+  trainsleuth client call analyze_training_log --arg path=train.log --json
+  trainsleuth client call probe_gradients --arg entrypoint=train.py:make --arg steps=3
+  trainsleuth client --url http://127.0.0.1:8765/mcp --token "$TOKEN" tools
+  trainsleuth client run ci/trainsleuth.yaml
+"""
+
+
+def _add_server_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--server",
+        default=None,
+        metavar="COMMAND",
+        help="server command line to start over stdio (default: this installation's `trainsleuth serve`)",
+    )
+    p.add_argument(
+        "--workspace", default=None, metavar="PATH", help="workspace for the default server (default: cwd)"
+    )
+    p.add_argument("--url", default=None, help="connect to a streamable-HTTP server at this URL instead")
+    p.add_argument("--token", default=None, help="bearer token for --url (env: TRAINSLEUTH_TOKEN)")
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "client", help="scripted MCP client for CI", description="client call|run: scripted MCP client for CI"
+        "client",
+        help="scripted MCP client for CI",
+        description="Scripted MCP client for CI: call one tool, or run a playbook of calls with expectations.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    p.set_defaults(func=run)
+    csub = p.add_subparsers(dest="client_command", metavar="ACTION")
+    call = csub.add_parser(
+        "call",
+        help="call one tool and print its result",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    call.add_argument("tool", help="tool name, e.g. analyze_training_log")
+    call.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tool argument (repeatable); VALUE is read as JSON when valid (3, true, [1,2]), else as text",
+    )
+    call.add_argument("--args-json", default=None, metavar="JSON", help="all arguments as one JSON object")
+    call.add_argument(
+        "--json", action="store_true", help="print one JSON object (is_error, structured, text)"
+    )
+    call.add_argument(
+        "--fail-on",
+        choices=("info", "warning", "error"),
+        default=None,
+        help="exit 1 if the result has an event or finding at or above this severity",
+    )
+    _add_server_options(call)
+    call.set_defaults(func=run_call)
+    run = csub.add_parser(
+        "run", help="run a YAML playbook of calls with expectations", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    run.add_argument("playbook", help="playbook YAML file (format: docs/clients.md)")
+    run.add_argument("--json", action="store_true", help="print one JSON object with every step")
+    run.add_argument("--url", default=None, help="run against this streamable-HTTP server instead")
+    run.add_argument("--token", default=None, help="bearer token for --url (env: TRAINSLEUTH_TOKEN)")
+    run.set_defaults(func=run_playbook_cmd)
+    tools = csub.add_parser("tools", help="list the server's tools")
+    tools.add_argument("--json", action="store_true")
+    _add_server_options(tools)
+    tools.set_defaults(func=run_tools)
+    p.set_defaults(func=_usage, _parser=p)
 
 
-def run(args: argparse.Namespace) -> int:
-    from trainsleuth.cli import not_available
+def _usage(args: argparse.Namespace) -> int:
+    args._parser.print_help(sys.stderr)
+    return 2
 
-    return not_available("client", 9)
+
+def _target(args: argparse.Namespace) -> Any:
+    import shlex
+
+    from trainsleuth.clients.scripted import ServerTarget, UsageError, default_server_command
+
+    token = args.token or os.environ.get("TRAINSLEUTH_TOKEN") or None
+    if args.url:
+        if args.server:
+            raise UsageError("give either --url or --server, not both")
+        return ServerTarget(url=args.url, token=token)
+    if args.server:
+        cmd = shlex.split(args.server)
+        if cmd and cmd[0] == "trainsleuth":
+            cmd = default_server_command()[:-1] + cmd[1:]
+        return ServerTarget(command=cmd)
+    workspace = Path(args.workspace).absolute() if args.workspace else Path.cwd()
+    if not workspace.is_dir():
+        raise UsageError(f"--workspace {args.workspace!r} is not an existing directory")
+    return ServerTarget(command=default_server_command(workspace), cwd=workspace)
+
+
+def _fail(prefix: str, exc: BaseException, target: Any = None) -> int:
+    from trainsleuth.clients.scripted import UsageError
+
+    if isinstance(exc, UsageError):
+        print(f"trainsleuth client: {exc}", file=sys.stderr)
+        return 2
+    detail = _describe(exc)
+    if target is not None and getattr(target, "url", None):
+        detail += _http_hint(target.url, target.token)
+    print(f"trainsleuth client: {prefix}: {detail}", file=sys.stderr)
+    return 3
+
+
+def _http_hint(url: str, token: str | None) -> str:
+    """Ask the URL directly, to say why the MCP connection failed (refused, 401, 404, ...)."""
+    import httpx
+
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        resp = httpx.post(url, json=body, headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        return f" (the URL cannot be reached: {exc}; is the server running?)"
+    if resp.status_code == 401:
+        return " (HTTP 401: missing or wrong bearer token; pass --token or set TRAINSLEUTH_TOKEN)"
+    if resp.status_code >= 400:
+        return f" (HTTP {resp.status_code} from {url}: {resp.text[:200]})"
+    return ""
+
+
+def _describe(exc: BaseException) -> str:
+    inner = getattr(exc, "exceptions", None)  # an exception group from the task group
+    if isinstance(inner, (list, tuple)) and inner:
+        return "; ".join(_describe(e) for e in inner)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def run_call(args: argparse.Namespace) -> int:
+    import anyio
+
+    from trainsleuth.clients.scripted import (
+        StepResult,
+        UsageError,
+        call_tool,
+        check_expectations,
+        open_client,
+        parse_arg,
+    )
+
+    try:
+        target = _target(args)
+        arguments: dict[str, Any] = {}
+        if args.args_json:
+            try:
+                loaded = json.loads(args.args_json)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"--args-json is not valid JSON: {exc}") from exc
+            if not isinstance(loaded, dict):
+                raise UsageError("--args-json must be a JSON object")
+            arguments.update(loaded)
+        for item in args.arg:
+            key, value = parse_arg(item)
+            arguments[key] = value
+    except UsageError as exc:
+        return _fail("usage", exc)
+
+    async def main() -> StepResult:
+        async with open_client(target) as client:
+            return await call_tool(client, args.tool, arguments)
+
+    try:
+        result = anyio.run(main)
+    except Exception as exc:
+        return _fail(f"cannot call {args.tool} on {target.describe()}", exc, target)
+    if args.fail_on and not result.is_error:
+        result.failures = check_expectations(result, {"fail_on": args.fail_on})
+    if args.json:
+        print(json.dumps(result.as_json(), indent=2, default=str))
+    elif result.is_error:
+        print(f"trainsleuth client: {args.tool} answered with an error:\n{result.text}", file=sys.stderr)
+    else:
+        print(result.text)
+        for failure in result.failures:
+            print(f"FAIL: {failure}", file=sys.stderr)
+    if result.is_error:
+        return 3
+    return 1 if result.failures else 0
+
+
+def run_tools(args: argparse.Namespace) -> int:
+    import anyio
+
+    from trainsleuth.clients.scripted import UsageError, open_client
+
+    try:
+        target = _target(args)
+    except UsageError as exc:
+        return _fail("usage", exc)
+
+    async def main() -> list[Any]:
+        async with open_client(target) as client:
+            return list((await client.list_tools()).tools)
+
+    try:
+        tools = anyio.run(main)
+    except Exception as exc:
+        return _fail(f"cannot list tools on {target.describe()}", exc, target)
+    if args.json:
+        print(json.dumps([{"name": t.name, "description": t.description} for t in tools], indent=2))
+    else:
+        for t in tools:
+            print(f"{t.name}: {(t.description or '').splitlines()[0] if t.description else ''}")
+    return 0
+
+
+def run_playbook_cmd(args: argparse.Namespace) -> int:
+    import anyio
+
+    from trainsleuth.clients.scripted import StepResult, UsageError, load_playbook, run_playbook
+
+    token = args.token or os.environ.get("TRAINSLEUTH_TOKEN") or None
+    try:
+        playbook = load_playbook(Path(args.playbook), url=args.url, token=token)
+    except UsageError as exc:
+        return _fail("usage", exc)
+
+    def report(step: StepResult) -> None:
+        if args.json:
+            return
+        status = "ERROR" if step.is_error and step.failures else ("FAIL" if step.failures else "ok")
+        print(f"[{status}] {step.name} ({step.kind} {step.target})")
+        for failure in step.failures:
+            print(f"    - {failure}")
+
+    try:
+        code, results = anyio.run(lambda: run_playbook(playbook, on_step=report))
+    except Exception as exc:
+        return _fail(f"playbook {args.playbook} against {playbook.target.describe()}", exc, playbook.target)
+    if args.json:
+        print(json.dumps({"exit_code": code, "steps": [r.as_json() for r in results]}, indent=2, default=str))
+    else:
+        failed = sum(1 for r in results if r.failures)
+        print(
+            f"{len(results)} step(s) run of {len(playbook.steps)}, {failed} with failures; exit code {code}"
+        )
+    return code

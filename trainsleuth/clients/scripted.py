@@ -1,0 +1,378 @@
+"""A scripted MCP client for CI: one tool call, or a playbook of calls with expectations.
+
+It talks real MCP to a server it starts over stdio (default: `trainsleuth serve` from this
+installation) or to a streamable-HTTP URL (optionally with a bearer token).
+
+Exit codes (also `trainsleuth client --help`):
+    0  every call succeeded and every expectation held
+    1  an expectation failed (for example: the log has an event at or above `fail_on`)
+    2  usage: bad arguments or an invalid playbook
+    3  the server or a tool failed (cannot start or reach the server, a tool answered isError)
+
+Playbook (YAML)::
+
+    server:                     # optional; default: trainsleuth serve --workspace <playbook folder>
+      command: [trainsleuth, serve, --workspace, .]   # or: url: http://127.0.0.1:8765/mcp
+      token_env: TRAINSLEUTH_TOKEN                     # with url: the bearer token's variable
+    steps:
+      - name: log                       # results are kept under this name
+        tool: analyze_training_log
+        args: {path: train.log}
+        expect:
+          fail_on: warning              # no event/finding at or above this severity
+          equals: {format: megatron}    # dotted paths into the structured result
+          min_items: {events: 0}
+          max_items: {events: 3}
+          contains: "healthy"           # text of the result
+          is_error: false               # default; true expects the tool to refuse
+      - read_resource: protocol://debugging
+        expect: {contains: "Root cause first"}
+      - tool: get_investigation
+        args: {investigation_id: "${start.investigation_id}"}   # values from an earlier step
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_EXPECTATION = 1
+EXIT_USAGE = 2
+EXIT_ERROR = 3
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2, "critical": 3}
+LIST_FIELDS_WITH_SEVERITY = ("events", "findings")
+
+
+class UsageError(Exception):
+    """Bad arguments or playbook: exit 2."""
+
+
+class ServerError(Exception):
+    """The server cannot be started or reached, or a call failed at the protocol level: exit 3."""
+
+
+def default_server_command(workspace: Path | None = None) -> list[str]:
+    launcher = Path(sys.executable).parent / ("trainsleuth.exe" if os.name == "nt" else "trainsleuth")
+    cmd = [str(launcher)] if launcher.exists() else [sys.executable, "-m", "trainsleuth"]
+    cmd.append("serve")
+    if workspace is not None:
+        cmd += ["--workspace", str(workspace)]
+    return cmd
+
+
+@dataclass
+class ServerTarget:
+    command: list[str] = field(default_factory=list)
+    url: str | None = None
+    token: str | None = None
+    cwd: Path | None = None
+
+    def describe(self) -> str:
+        return self.url or " ".join(self.command)
+
+
+def parse_arg(item: str) -> tuple[str, Any]:
+    """`key=value`: the value is read as JSON when it is valid JSON (numbers, true, lists), else a string."""
+    if "=" not in item:
+        raise UsageError(f"--arg {item!r}: expected key=value")
+    key, raw = item.split("=", 1)
+    if not key:
+        raise UsageError(f"--arg {item!r}: the key is empty")
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
+def open_client(target: ServerTarget, elicitation_callback: Any = None) -> Any:
+    from mcp import Client, StdioServerParameters
+
+    if target.url:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        headers = {"Authorization": f"Bearer {target.token}"} if target.token else None
+        transport: AbstractAsyncContextManager[Any] = streamable_http_client(
+            target.url, http_client=create_mcp_http_client(headers=headers)
+        )
+        return Client(transport, elicitation_callback=elicitation_callback)
+    if not target.command:
+        raise UsageError("no server command given")
+    params = StdioServerParameters(
+        command=target.command[0],
+        args=target.command[1:],
+        env=dict(os.environ),
+        cwd=str(target.cwd) if target.cwd else None,
+    )
+    return Client(params, elicitation_callback=elicitation_callback)
+
+
+# ------------------------------------------------------------------------------ results
+
+
+@dataclass
+class StepResult:
+    name: str
+    kind: str  # "tool" or "resource"
+    target: str
+    is_error: bool
+    text: str
+    structured: Any
+    failures: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            self.kind: self.target,
+            "is_error": self.is_error,
+            "structured": self.structured,
+            "text": self.text,
+            "failures": self.failures,
+        }
+
+
+def _text_of(content: Sequence[Any]) -> str:
+    parts = []
+    for block in content:
+        text = getattr(block, "text", None)
+        if text is not None:
+            parts.append(str(text))
+        elif getattr(block, "type", None) == "image":
+            parts.append(f"[image {getattr(block, 'mime_type', '')}]")
+    return "\n".join(parts)
+
+
+async def call_tool(client: Any, name: str, args: Mapping[str, Any], label: str | None = None) -> StepResult:
+    result = await client.call_tool(name, dict(args))
+    return StepResult(
+        label or name,
+        "tool",
+        name,
+        bool(result.is_error),
+        _text_of(result.content),
+        result.structured_content,
+    )
+
+
+async def read_resource(client: Any, uri: str, label: str | None = None) -> StepResult:
+    result = await client.read_resource(uri)
+    texts = [getattr(c, "text", "") or "" for c in result.contents]
+    return StepResult(label or uri, "resource", uri, False, "\n".join(texts), None)
+
+
+# ------------------------------------------------------------------------------ expectations
+
+_MISSING = object()
+
+
+def lookup(data: Any, path: str) -> Any:
+    """Dotted path into JSON data (`report.events.0.code`); _MISSING when absent."""
+    current = data
+    for part in path.split(".") if path else []:
+        if isinstance(current, Mapping) and part in current:
+            current = current[part]
+        elif (
+            isinstance(current, list)
+            and part.lstrip("-").isdigit()
+            and -len(current) <= int(part) < len(current)
+        ):
+            current = current[int(part)]
+        else:
+            return _MISSING
+    return current
+
+
+def _severity_items(data: Any) -> list[Mapping[str, Any]]:
+    """Every record with a `severity` under an `events` or `findings` list, at any depth."""
+    found: list[Mapping[str, Any]] = []
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            if key in LIST_FIELDS_WITH_SEVERITY and isinstance(value, list):
+                found += [v for v in value if isinstance(v, Mapping) and "severity" in v]
+            else:
+                found += _severity_items(value)
+    elif isinstance(data, list):
+        for value in data:
+            found += _severity_items(value)
+    return found
+
+
+EXPECT_KEYS = {
+    "is_error",
+    "fail_on",
+    "equals",
+    "contains",
+    "not_contains",
+    "min_items",
+    "max_items",
+    "exists",
+}
+
+
+def check_expectations(step: StepResult, expect: Mapping[str, Any]) -> list[str]:
+    unknown = set(expect) - EXPECT_KEYS
+    if unknown:
+        raise UsageError(
+            f"step {step.name!r}: unknown expectation(s) {sorted(unknown)}; known: {sorted(EXPECT_KEYS)}"
+        )
+    failures: list[str] = []
+    want_error = bool(expect.get("is_error", False))
+    if step.is_error != want_error:
+        failures.append(
+            f"expected is_error={want_error}, got is_error={step.is_error}: {step.text.strip()[:500]}"
+        )
+    level = expect.get("fail_on")
+    if level is not None:
+        if level not in SEVERITY_RANK:
+            raise UsageError(f"step {step.name!r}: fail_on must be one of {list(SEVERITY_RANK)}")
+        bad = [
+            i
+            for i in _severity_items(step.structured)
+            if SEVERITY_RANK.get(str(i["severity"]), 0) >= SEVERITY_RANK[level]
+        ]
+        for item in bad[:20]:
+            where = f" at step {item.get('step')}" if item.get("step") is not None else ""
+            failures.append(f"[{item['severity']}] {item.get('code')}{where}: {item.get('message', '')}")
+        if len(bad) > 20:
+            failures.append(f"... and {len(bad) - 20} more at or above {level}")
+    for path, value in (expect.get("equals") or {}).items():
+        got = lookup(step.structured, str(path))
+        if got is _MISSING:
+            failures.append(f"{path}: missing (expected {value!r})")
+        elif got != value:
+            failures.append(f"{path}: expected {value!r}, got {got!r}")
+    for path in expect.get("exists") or []:
+        if lookup(step.structured, str(path)) is _MISSING:
+            failures.append(f"{path}: missing")
+    for key, bound, op in (("min_items", "at least", min), ("max_items", "at most", max)):
+        for path, n in (expect.get(key) or {}).items():
+            got = lookup(step.structured, str(path))
+            if not isinstance(got, list):
+                failures.append(
+                    f"{path}: expected a list, got {type(got).__name__ if got is not _MISSING else 'nothing'}"
+                )
+            elif (op is min and len(got) < n) or (op is max and len(got) > n):
+                failures.append(f"{path}: expected {bound} {n} items, got {len(got)}")
+    contains = expect.get("contains")
+    for needle in [contains] if isinstance(contains, str) else contains or []:
+        if needle not in step.text:
+            failures.append(f"text does not contain {needle!r}")
+    not_contains = expect.get("not_contains")
+    for needle in [not_contains] if isinstance(not_contains, str) else not_contains or []:
+        if needle in step.text:
+            failures.append(f"text contains {needle!r}")
+    return failures
+
+
+# ------------------------------------------------------------------------------ playbooks
+
+_REF = re.compile(r"\$\{([A-Za-z0-9_\-]+)((?:\.[A-Za-z0-9_\-]+)*)\}")
+
+
+def substitute(value: Any, saved: Mapping[str, Any]) -> Any:
+    """Replace `${step.path}` with values from earlier steps' structured results."""
+    if isinstance(value, str):
+        whole = _REF.fullmatch(value)
+        if whole:
+            return _resolve_ref(whole, saved)
+        return _REF.sub(lambda m: str(_resolve_ref(m, saved)), value)
+    if isinstance(value, list):
+        return [substitute(v, saved) for v in value]
+    if isinstance(value, Mapping):
+        return {k: substitute(v, saved) for k, v in value.items()}
+    return value
+
+
+def _resolve_ref(match: re.Match[str], saved: Mapping[str, Any]) -> Any:
+    name, path = match.group(1), match.group(2).lstrip(".")
+    if name not in saved:
+        raise UsageError(f"${{{name}{match.group(2)}}}: no earlier step named {name!r}")
+    got = lookup(saved[name], path)
+    if got is _MISSING:
+        raise UsageError(f"${{{name}{match.group(2)}}}: step {name!r} has no field {path!r}")
+    return got
+
+
+@dataclass
+class Playbook:
+    target: ServerTarget
+    steps: list[dict[str, Any]]
+
+
+def load_playbook(path: Path, *, url: str | None = None, token: str | None = None) -> Playbook:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read the playbook {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"the playbook {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, Mapping) or not isinstance(data.get("steps"), list) or not data["steps"]:
+        raise UsageError(f"the playbook {path} needs a non-empty 'steps' list")
+    base = path.parent.absolute()
+    server = data.get("server") or {}
+    if not isinstance(server, Mapping):
+        raise UsageError("'server' must be a mapping with 'command' or 'url'")
+    if url:
+        target = ServerTarget(url=url, token=token)
+    elif server.get("url"):
+        tok = token or (os.environ.get(str(server["token_env"])) if server.get("token_env") else None)
+        target = ServerTarget(url=str(server["url"]), token=tok)
+    elif server.get("command"):
+        cmd = server["command"]
+        cmd = cmd.split() if isinstance(cmd, str) else [str(c) for c in cmd]
+        if cmd and cmd[0] == "trainsleuth":
+            cmd = default_server_command()[:-1] + cmd[1:]
+        target = ServerTarget(command=cmd, cwd=base)
+    else:
+        target = ServerTarget(command=default_server_command(base), cwd=base)
+    steps: list[dict[str, Any]] = []
+    for i, step in enumerate(data["steps"], 1):
+        if not isinstance(step, Mapping) or ("tool" in step) == ("read_resource" in step):
+            raise UsageError(f"step {i}: give exactly one of 'tool' or 'read_resource'")
+        if "args" in step and not isinstance(step["args"], Mapping):
+            raise UsageError(f"step {i}: 'args' must be a mapping")
+        if "expect" in step and not isinstance(step["expect"], Mapping):
+            raise UsageError(f"step {i}: 'expect' must be a mapping")
+        unknown = set(step) - {"name", "tool", "read_resource", "args", "expect"}
+        if unknown:
+            raise UsageError(f"step {i}: unknown key(s) {sorted(unknown)}")
+        steps.append(dict(step))
+    return Playbook(target, steps)
+
+
+async def run_playbook(playbook: Playbook, *, on_step: Any = None) -> tuple[int, list[StepResult]]:
+    """Run every step in order; stop at the first server/tool error. Returns (exit code, results)."""
+    results: list[StepResult] = []
+    saved: dict[str, Any] = {}
+    code = EXIT_OK
+    async with open_client(playbook.target) as client:
+        for i, step in enumerate(playbook.steps, 1):
+            name = str(step.get("name") or step.get("tool") or step.get("read_resource") or f"step{i}")
+            expect = substitute(step.get("expect") or {}, saved)
+            if "tool" in step:
+                args = substitute(step.get("args") or {}, saved)
+                result = await call_tool(client, str(step["tool"]), args, name)
+            else:
+                result = await read_resource(client, str(substitute(step["read_resource"], saved)), name)
+            result.failures = check_expectations(result, expect)
+            saved[name] = result.structured
+            results.append(result)
+            if on_step is not None:
+                on_step(result)
+            if result.is_error and not expect.get("is_error", False):
+                return EXIT_ERROR, results
+            if result.failures:
+                code = EXIT_EXPECTATION
+    return code, results
