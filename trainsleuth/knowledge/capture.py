@@ -55,7 +55,8 @@ def _read(path: Path) -> str:
     if not path.is_file():
         raise CaptureError(f"{path} exists but is not a file; point the knowledge path at a markdown file")
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8", newline="") as fh:  # keep the file's own line endings
+            return fh.read()
     except UnicodeDecodeError as exc:
         raise CaptureError(
             f"{path} is not UTF-8 text ({exc}); fix its encoding before capturing into it"

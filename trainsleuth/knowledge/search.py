@@ -77,6 +77,9 @@ _STOP = frozenset(
     ]
 )
 MAX_QUERY_TERMS = 40
+# The project's own constraints are specific to its code; they rank ahead of general catalog entries
+# of similar relevance (BM25 scores of both come from the same index, so they are comparable).
+CONSTRAINT_BOOST = 2.0
 
 
 @dataclass
@@ -196,10 +199,10 @@ class Index:
             d = self.docs[int(rowid)]
             if kinds and d.kind not in kinds:
                 continue
-            hits.append(Hit(d.kind, d.id, d.title, d.pointer, round(-float(score), 4), snip or ""))
-            if len(hits) >= limit:
-                break
-        return hits
+            value = -float(score) * (CONSTRAINT_BOOST if d.kind == "constraint" else 1.0)
+            hits.append(Hit(d.kind, d.id, d.title, d.pointer, round(value, 4), snip or ""))
+        hits.sort(key=lambda h: -h.score)
+        return hits[:limit]
 
 
 _builtin_lock = threading.Lock()
