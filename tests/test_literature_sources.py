@@ -262,7 +262,8 @@ def test_all_sources_parse_their_real_formats(fake: FakeSources, store: Store) -
     )
     # The requests carry each API's parameters.
     _, aq, _ = next(r for r in fake.requests if r[0] == A)
-    assert aq["search_query"][0].startswith("all:fp16") and aq["max_results"] == ["10"]
+    assert aq["search_query"] == ["all:fp16 OR all:overflow OR all:nan OR all:loss"]
+    assert aq["max_results"] == ["10"] and aq["sortBy"] == ["relevance"]
     _, gq, gh_headers = next(r for r in fake.requests if r[0] == G)
     assert "is:issue" in gq["q"][0] and "Authorization" not in gh_headers
     _, sq, _ = next(r for r in fake.requests if r[0] == S)
@@ -305,6 +306,15 @@ def test_429_with_long_retry_after_reports_rate_limit_and_is_respected(
     assert st2.status == "rate_limited" and "not retried for another" in st2.message
     assert fake.count(S) == 1  # the back-off window kept us away from the server
     assert second.failed_sources == ["stackexchange"]
+
+
+def test_429_with_http_date_retry_after(fake: FakeSources) -> None:
+    from email.utils import formatdate
+
+    fake.plans[A] = [Reply(429, b"", {"Retry-After": formatdate(time.time() + 3600, usegmt=True)})]
+    report = search_literature("fp16", sources=["arxiv"], config=fake.config())
+    st = _status(report)["arxiv"]
+    assert st.status == "rate_limited" and "retry after" in st.message and fake.count(A) == 1
 
 
 def test_github_403_rate_limit_headers(fake: FakeSources) -> None:

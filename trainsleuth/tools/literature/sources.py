@@ -116,7 +116,12 @@ def parse_arxiv(body: str) -> list[Result]:
 
 
 def fetch_arxiv(cfg: LiteratureConfig, query: str, limit: int, deadline: float) -> list[Result]:
-    terms = " AND ".join(f"all:{w}" for w in re.findall(r"[\w\-]+", query)[:12]) or "all:training"
+    from trainsleuth.knowledge.search import query_terms
+
+    # Exception class names never occur in papers; the remaining words are OR-ed and arXiv's relevance
+    # sort puts the entries matching most of them first (AND of a whole error message finds nothing).
+    words = [w for w in query_terms(query) if not re.search(r"(error|exception|warning)$", w)][:8]
+    terms = " OR ".join(f"all:{w}" for w in words) or "all:training"
     resp = _http(
         cfg,
         cfg.arxiv_url,
@@ -164,7 +169,7 @@ def fetch_github(cfg: LiteratureConfig, query: str, limit: int, deadline: float)
     resp = _http(
         cfg,
         cfg.github_api_url.rstrip("/") + "/search/issues",
-        {"q": f"{query} is:issue", "per_page": limit, "sort": "", "order": "desc"},
+        {"q": f"{query} is:issue", "per_page": limit},
         headers,
         deadline,
     )
