@@ -65,6 +65,7 @@ async def test_foreground_bisect_reports_progress_and_leaves_checkout_alone(
     assert f"first bad commit {history.bug_commit}" in text and "diffstat: 2 files" in text
     messages = [m for _, _, m in progress if m]
     assert messages[0].startswith("step 1 of about 8: testing ")
+    assert all(m.endswith(f"(job {job['job_id']})") for m in messages)
     assert any(m.startswith("step 2 of about") for m in messages)
     assert tree_digest(history.path) == before
 

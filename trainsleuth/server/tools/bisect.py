@@ -209,7 +209,8 @@ def _follow(mgr: JobManager, rec: JobRecord, background: bool, wait_s: float, ca
         )
 
     def report(r: JobRecord) -> None:
-        call.progress(r.progress_done, r.progress_total, r.progress_message)
+        # The job id rides along, so a client that stops waiting can still follow the job.
+        call.progress(r.progress_done, r.progress_total, f"{r.progress_message} (job {r.id})")
 
     rec = mgr.wait(rec.id, wait_s, on_progress=report, cancel_event=call.cancel_event)
     if call.cancel_event.is_set() and not rec.finished:
