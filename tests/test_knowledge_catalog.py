@@ -145,3 +145,28 @@ def test_malformed_entries_are_rejected_with_the_reason() -> None:
         catalog.FailureMode.model_validate({**good, "topic": "astrology"})
     with pytest.raises(ValueError):
         catalog.FailureMode.model_validate({**good, "fixes": []})
+
+
+@pytest.mark.parametrize(
+    ("symptom", "expected"),
+    [
+        ("loss becomes NaN after log of softmax", "log-of-zero"),
+        ("KL stuck at zero in PPO", "rl-kl-collapse"),
+        ("GRPO loss is exactly zero, all rewards in the group equal", "zero-variance-advantages"),
+        ("validation loss goes up while training loss decreases", "overfitting-regularisation"),
+        ("NaN only with fp16, fine in fp32", "fp16-overflow"),
+        ("codebook usage collapses, few codes used", "codebook-collapse"),
+        ("memory grows every step until OOM", "retained-graph-memory"),
+        (
+            "second forward under autocast uses the old weights after optimizer step",
+            "autocast-weight-cache-stale",
+        ),
+        ("loaded checkpoint has missing keys with a module. prefix", "distributed-checkpoint-keys"),
+        ("gradient norm spikes, then the loss spikes", "missing-grad-clipping"),
+    ],
+)
+def test_symptoms_find_their_catalog_entry(symptom: str, expected: str) -> None:
+    from trainsleuth.knowledge.search import builtin_index
+
+    hits = builtin_index().search(symptom, limit=4, kinds={"failure_mode"})
+    assert expected in [h.id for h in hits[:3]], [(h.id, h.score) for h in hits]
