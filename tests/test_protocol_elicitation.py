@@ -27,7 +27,7 @@ def answering(action: str, content: dict[str, Any] | None = None, seen: list[str
     async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         if seen is not None:
             seen.append(params.message)
-        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+        return types.ElicitResult(action=action, content=content)
 
     return callback
 
@@ -45,7 +45,7 @@ async def test_elicitation_accept_approves(tmp_path: Path, mode: str) -> None:
     server, _ = build_server(ServerConfig(workspaces=[ws]))
     seen: list[str] = []
     cb = answering("accept", {"decision": "approve", "comment": "makes sense", "name": "Ann"}, seen)
-    async with Client(server, mode=mode, elicitation_callback=cb) as c:  # type: ignore[arg-type]
+    async with Client(server, mode=mode, elicitation_callback=cb) as c:
         assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         d = Driver(c)
         iid, diag_id = await _submitted(d)
@@ -70,7 +70,7 @@ async def test_elicitation_reject_with_comment_goes_back_to_hypotheses(tmp_path:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
     server, _ = build_server(ServerConfig(workspaces=[ws]))
     cb = answering("accept", {"decision": "reject", "comment": "look at the data loader first"})
-    async with Client(server, mode=mode, elicitation_callback=cb) as c:  # type: ignore[arg-type]
+    async with Client(server, mode=mode, elicitation_callback=cb) as c:
         d = Driver(c)
         iid, _ = await _submitted(d)
         out = await d.ok("approve_diagnosis", {"investigation_id": iid})
@@ -84,7 +84,7 @@ async def test_elicitation_reject_with_comment_goes_back_to_hypotheses(tmp_path:
 async def test_elicitation_decline_rejects(tmp_path: Path, mode: str) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
     server, _ = build_server(ServerConfig(workspaces=[ws]))
-    async with Client(server, mode=mode, elicitation_callback=answering("decline")) as c:  # type: ignore[arg-type]
+    async with Client(server, mode=mode, elicitation_callback=answering("decline")) as c:
         d = Driver(c)
         iid, _ = await _submitted(d)
         out = await d.ok("approve_diagnosis", {"investigation_id": iid})
@@ -96,7 +96,7 @@ async def test_elicitation_decline_rejects(tmp_path: Path, mode: str) -> None:
 async def test_elicitation_cancel_leaves_it_awaiting_approval(tmp_path: Path, mode: str) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
     server, _ = build_server(ServerConfig(workspaces=[ws]))
-    async with Client(server, mode=mode, elicitation_callback=answering("cancel")) as c:  # type: ignore[arg-type]
+    async with Client(server, mode=mode, elicitation_callback=answering("cancel")) as c:
         d = Driver(c)
         iid, diag_id = await _submitted(d)
         await d.refused(
@@ -115,7 +115,7 @@ async def test_low_confidence_is_not_put_to_the_person_before_review(tmp_path: P
     server, _ = build_server(ServerConfig(workspaces=[ws]))
     seen: list[str] = []
     cb = answering("accept", {"decision": "approve"}, seen)
-    async with Client(server, mode=mode, elicitation_callback=cb) as c:  # type: ignore[arg-type]
+    async with Client(server, mode=mode, elicitation_callback=cb) as c:
         d = Driver(c)
         iid, _ = await _submitted(d, confidence=0.5)
         await d.refused("approve_diagnosis", {"investigation_id": iid}, "CONFIRMED", "record_review")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from test_protocol_helpers import Driver, git, make_repo
+from test_protocol_helpers import Driver, git, make_repo, text_of
 
 from trainsleuth.protocol.gate import edit_gate_status
 from trainsleuth.protocol.store import default_state_path
@@ -56,7 +56,7 @@ async def test_dirty_tree_failed_attempt_revert_keeps_user_work(tmp_path: Path) 
         await d.approved(iid, hypotheses=True)
         out = await d.ok("begin_fix", {"investigation_id": iid, "description": "lower lr"})
         attempt = out["attempt"]
-        assert attempt["was_dirty"] and attempt["base_head"] == before_state["head"].strip()  # type: ignore[union-attr]
+        assert attempt["was_dirty"] and attempt["base_head"] == str(before_state["head"]).strip()
         assert attempt["snapshot_ref"].startswith("refs/trainsleuth/")
         # Snapshotting changed nothing the user can see.
         assert user_state(ws) == before_state
@@ -185,7 +185,7 @@ async def test_quick_pathway_escalates_after_first_failed_attempt(tmp_path: Path
         (ws / "train.py").write_text("lr = 5\n")
         v = await d.ok("verify_fix", {"investigation_id": iid, "revert": True})
         assert v["escalation"]["reason"] == "the first fix attempt failed"
-        text = (await c.call_tool("get_investigation", {"investigation_id": iid})).content[0].text
+        text = text_of(await c.call_tool("get_investigation", {"investigation_id": iid}))
         assert "escalated: the first fix attempt failed" in text
         inv = await d.get(iid)
         assert inv["pathway"] == "full" and "escalated" in [e["kind"] for e in inv["timeline"]]

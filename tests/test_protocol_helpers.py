@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import StdioServerParameters
+from mcp_types import TextContent
 
 TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")
 
@@ -33,6 +34,13 @@ def make_repo(ws: Path, files: dict[str, str]) -> Path:
     return ws
 
 
+def text_of(result: Any) -> str:
+    """The text of a tool result's first content block."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
+
+
 def stdio_params(workspace: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=TRAINSLEUTH,
@@ -50,13 +58,13 @@ class Driver:
 
     async def ok(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         r = await self.c.call_tool(name, args)
-        assert not r.is_error, f"{name} failed: {r.content[0].text}"
+        assert not r.is_error, f"{name} failed: {text_of(r)}"
         assert r.structured_content is not None
         return r.structured_content
 
     async def refused(self, name: str, args: dict[str, Any], *needles: str) -> str:
         r = await self.c.call_tool(name, args)
-        text = r.content[0].text
+        text = text_of(r)
         assert r.is_error, f"{name} was not refused: {text}"
         assert "Next step:" in text, text
         for needle in needles:

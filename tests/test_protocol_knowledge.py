@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from test_protocol_helpers import Driver, make_repo
+from test_protocol_helpers import Driver, make_repo, text_of
 
 from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
@@ -73,7 +73,7 @@ async def test_capture_constraint_and_fix_pattern(tmp_path: Path) -> None:
         outside = await c.call_tool(
             "capture_knowledge", {"investigation_id": iid, "rca_dir": str(tmp_path / "x")}
         )
-        assert outside.is_error and "outside the workspace" in outside.content[0].text
+        assert outside.is_error and "outside the workspace" in text_of(outside)
         assert not (tmp_path / "x").exists()
         out = await d.ok(
             "capture_knowledge",
