@@ -372,3 +372,17 @@ def test_append_fix_pattern_continues_an_existing_file(tmp_path: Path) -> None:
         == "FP-008"
     )
     assert "\n### FP-008: s2\n" in path.read_text(encoding="utf-8")
+
+
+def test_top_level_headers_after_the_title_are_categories(tmp_path: Path) -> None:
+    text = "# Rules\n\n# Numerics\n\n## 1. Keep norms in fp32\n\nBody.\n\n# Data\n\n## 2. Shuffle\n\nBody.\n"
+    parsed = parse_text(text, tmp_path / "c.md")
+    assert [(e.number, e.category) for e in parsed.entries] == [("1", "Numerics"), ("2", "Data")]
+    path = tmp_path / "c.md"
+    path.write_text(text, encoding="utf-8")
+    assert (
+        append_constraint(path, title="No leakage", rule="Split first.", details=[], category="Data") == "3"
+    )
+    assert path.read_text(encoding="utf-8").endswith(
+        "## 2. Shuffle\n\nBody.\n\n## 3. No leakage\n\nSplit first.\n"
+    )

@@ -202,6 +202,19 @@ def parse_text(text: str, path: Path, *, address_prefix: str = "") -> ParsedFile
         current = None
         body = []
 
+    title_seen = False
+
+    def enter_header(level: int, text: str) -> str | None:
+        """The category a header starts: the file's first top-level header is its title, not a category."""
+        nonlocal title_seen
+        if level == 1 and not title_seen:
+            title_seen = True
+            return None
+        name = _strip_md(text)
+        if name not in parsed.categories:
+            parsed.categories.append(name)
+        return name
+
     for i, raw in enumerate(lines):
         if fenced[i]:
             if current is not None:
@@ -224,13 +237,9 @@ def parse_text(text: str, path: Path, *, address_prefix: str = "") -> ParsedFile
                 level = len(h.group(1))
                 if current is not None and level <= entry_level:
                     close(i)
-                if current is None and level > 1:
-                    category = _strip_md(h.group(2))
-                    if category not in parsed.categories:
-                        parsed.categories.append(category)
-                elif current is None and level == 1:
-                    category = None
-                elif current is not None:
+                if current is None:
+                    category = enter_header(level, h.group(2))
+                else:
                     body.append(raw)
                 continue
             if current is not None:
@@ -257,12 +266,7 @@ def parse_text(text: str, path: Path, *, address_prefix: str = "") -> ParsedFile
             h = _HEADER.match(raw)
             if h:
                 close(i)
-                if len(h.group(1)) > 1:
-                    category = _strip_md(h.group(2))
-                    if category not in parsed.categories:
-                        parsed.categories.append(category)
-                else:
-                    category = None
+                category = enter_header(len(h.group(1)), h.group(2))
                 continue
             if current is not None:
                 if (
