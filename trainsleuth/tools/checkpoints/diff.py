@@ -140,6 +140,8 @@ def _np_rel(a: Any, b: Any) -> tuple[float, float]:
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         return math.inf, math.inf
+    a = a.reshape(-1)
+    b = b.reshape(-1)
     if a.size == 0:
         return 0.0, 0.0
     both_nan = np.isnan(a) & np.isnan(b)
@@ -314,6 +316,12 @@ def diff_checkpoints(
         kind_b = ck.sniff(str(b)) if b is not None else "model"
     except ck.CheckpointError as exc:
         raise AnalysisError(exc.message, "check the path and its permissions") from None
+    for path, kind in ((a, kind_a), (b, kind_b)):
+        if kind in ("unknown", "directory"):
+            raise AnalysisError(
+                f"{path} is neither a torch.save file nor a safetensors file (unknown leading bytes)",
+                "pass a torch.save state dict (.pt/.pth/.bin) or a .safetensors file",
+            )
     b_label = str(b) if b is not None else f"model of {entrypoint}"
     if kind_a == "safetensors" and kind_b == "safetensors" and b is not None:
         payload = _safetensors_payload(a, b, rtol, atol)
