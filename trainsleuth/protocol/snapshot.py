@@ -13,6 +13,7 @@ the later snapshot's content (so nothing written afterwards is ever overwritten)
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -127,11 +128,13 @@ def take_snapshot(workspace: Path, state_dir: Path, ref_name: str) -> Snapshot:
     prefix = f"{rel}/" if rel else ""
     head_proc = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
     head = head_proc.stdout.decode().strip() if head_proc.returncode == 0 else None
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd, index_name = tempfile.mkstemp(prefix="snapshot-index-", dir=state_dir)
-    os.close(fd)
-    index_path = Path(index_name)
-    index_path.unlink()  # git wants to create it itself
+    # The temporary index lives outside the repository, so it can never end up in a snapshot.
+    tmp_dir = Path(tempfile.mkdtemp(prefix="trainsleuth-snapshot-"))
+    index_path = tmp_dir / "index"
+    try:
+        state_rel = state_dir.resolve().relative_to(root).as_posix() + "/"
+    except ValueError:
+        state_rel = None
     env = {"GIT_INDEX_FILE": str(index_path)}
     skipped: list[str] = []
     try:
@@ -146,7 +149,7 @@ def take_snapshot(workspace: Path, state_dir: Path, ref_name: str) -> Snapshot:
         others = _git(root, "ls-files", "-z", "--others", "--exclude-standard", "--", pathspec, env=env)
         add: list[str] = []
         for name in others.stdout.decode("utf-8", "surrogateescape").split("\0"):
-            if not name:
+            if not name or (state_rel and name.startswith(state_rel)) or "/.trainsleuth/" in f"/{name}":
                 continue
             try:
                 size = (root / name).stat().st_size
@@ -161,11 +164,7 @@ def take_snapshot(workspace: Path, state_dir: Path, ref_name: str) -> Snapshot:
             _git(root, "add", "--pathspec-from-file=-", "--pathspec-file-nul", env=env, input_bytes=payload)
         tree = _git(root, "write-tree", env=env).stdout.decode().strip()
     finally:
-        for leftover in (index_path, index_path.with_name(index_path.name + ".lock")):
-            try:
-                leftover.unlink()
-            except OSError:
-                pass
+        shutil.rmtree(tmp_dir, ignore_errors=True)
     if head:
         base_tree = _git(root, "rev-parse", f"{head}^{{tree}}").stdout.decode().strip()
     else:
