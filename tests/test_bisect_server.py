@@ -199,6 +199,7 @@ async def test_cancelling_the_request_cancels_its_job(
         ({"command": "definitely-not-installed-prog"}, "was not found on PATH"),
         ({"command": "exit 1"}, "good and bad both fail"),
         ({"env": "uv"}, "needs a uv.lock"),
+        ({"env": "uv", "python": "/bin/sh"}, "outside the workspace and not allowed"),
     ],
 )
 async def test_bad_input_is_an_error_with_a_next_step(

@@ -4,6 +4,7 @@ environments built with the running interpreter so uv never downloads Python."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,7 +154,7 @@ async def test_bisect_versions_over_mcp_with_progress(tmp_path: Path, wheel_dir:
         "package": "tsdemo",
         "versions": VERSIONS,
         "command": REPRO,
-        "python": default_python(),
+        "python": sys.executable,
         "find_links": [str(wheel_dir)],
         "no_index": True,
     }
@@ -175,3 +176,5 @@ async def test_bisect_versions_over_mcp_with_progress(tmp_path: Path, wheel_dir:
         assert outside.is_error and "outside the workspace" in outside.content[0].text
         too_few = await client.call_tool("bisect_versions", {**args, "versions": ["1.0"]})
         assert too_few.is_error
+        foreign = await client.call_tool("bisect_versions", {**args, "python": "/bin/sh"})
+        assert foreign.is_error and "outside the workspace and not allowed" in foreign.content[0].text

@@ -65,7 +65,9 @@ class BisectCommitsInput(_BisectCommon):
         "environment with `uv sync --frozen` from its uv.lock (cached by lockfile hash).",
     )
     python: str | None = Field(
-        default=None, description="With env='uv': the Python request passed to uv (path or version)."
+        default=None,
+        description="With env='uv': the interpreter uv builds the environments with (inside the workspace, "
+        "the server's own, or allowed with --allow-python); default: the one uv picks for the project.",
     )
     verify_endpoints: bool = Field(
         default=True,
@@ -79,8 +81,8 @@ class BisectVersionsInput(_BisectCommon):
     versions: list[str] = Field(min_length=2, description="Candidate versions, oldest first.")
     python: str | None = Field(
         default=None,
-        description="Interpreter for the environments (path or version request for uv); default: the "
-        "project's .venv python if present, else the server's.",
+        description="Interpreter the environments are built with (inside the workspace, the server's own, "
+        "or allowed with --allow-python); default: the project's .venv python if present, else the server's.",
     )
     requirements: list[str] = Field(
         default_factory=list, description="Base requirements installed next to each version."
@@ -230,6 +232,7 @@ def _follow(mgr: JobManager, rec: JobRecord, background: bool, wait_s: float, ca
 def bisect_commits(args: BisectCommitsInput, call: ToolCall) -> JobOutput:
     from trainsleuth.tools.bisect.commits import prepare_commit_bisect, run_commit_bisect
 
+    python = str(call.ctx.interpreter(args.python)) if args.python else None
     try:
         plan = prepare_commit_bisect(
             Path(args.repo),
@@ -237,7 +240,7 @@ def bisect_commits(args: BisectCommitsInput, call: ToolCall) -> JobOutput:
             args.bad,
             args.command,
             env_mode=args.env,
-            python=args.python,
+            python=python,
             timeout_s=args.timeout_s,
             on_timeout=args.on_timeout,
             verify_endpoints=args.verify_endpoints,
@@ -257,8 +260,8 @@ def bisect_commits(args: BisectCommitsInput, call: ToolCall) -> JobOutput:
 
 def bisect_versions(args: BisectVersionsInput, call: ToolCall) -> JobOutput:
     from trainsleuth.tools.bisect.versions import prepare_version_bisect, run_version_bisect
-    from trainsleuth.tools.interpreter import default_interpreter
 
+    python = call.ctx.interpreter(args.python)  # the workspace's interpreter policy (PolicyError if refused)
     try:
         plan = prepare_version_bisect(
             args.package,
@@ -266,7 +269,7 @@ def bisect_versions(args: BisectVersionsInput, call: ToolCall) -> JobOutput:
             args.command,
             cwd=Path(args.cwd) if args.cwd else call.ctx.workspace,
             cache_dir=_env_cache(call),
-            python=args.python or str(default_interpreter(call.ctx.workspace)),
+            python=str(python),
             requirements=args.requirements,
             find_links=args.find_links,
             index_url=args.index_url,
