@@ -511,6 +511,7 @@ def test_offline_answers_fast_with_knowledge(tmp_path: Path, store: Store) -> No
         workspace=tmp_path,
     )
     elapsed = time.monotonic() - t0
+    print(f"offline answer in {elapsed:.3f}s")
     assert elapsed < 1.0, elapsed
     st = _status(report)
     assert {st[s].status for s in ("arxiv", "github", "stackexchange")} == {"failed"}

@@ -115,10 +115,9 @@ def get(
             raise SourceError("unreachable", f"cannot connect: {exc}") from exc
         except httpx.ConnectTimeout as exc:
             raise SourceError("unreachable", f"connection timed out: {exc}") from exc
-        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
+        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
             last = SourceError("timeout", f"no response within {timeout.read:.1f}s")
             wait = backoff_s * (2 ** (attempts - 1))
-            del exc
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             last = SourceError("http", f"connection dropped: {exc}")
             wait = backoff_s * (2 ** (attempts - 1))
