@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from test_protocol_helpers import Driver, make_repo
 
 from trainsleuth.protocol.ledger import record_tool_evidence
@@ -192,5 +193,7 @@ async def test_resources_and_prompts(tmp_path: Path) -> None:
         gtext = guide.messages[0].content.text  # type: ignore[union-attr]
         assert "start_investigation" in gtext and "verify_fix" in gtext
 
+        with pytest.raises(MCPError, match="does not exist"):
+            await c.read_resource("investigation://inv-missing")
         bad = await c.get_prompt("critical_review", {"investigation_id": "inv-missing"})
         assert "does not exist" in bad.messages[0].content.text  # type: ignore[union-attr]

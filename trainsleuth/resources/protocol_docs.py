@@ -228,6 +228,8 @@ def register(server: MCPServer, ctx: ServerContext) -> None:
         mime_type="text/markdown",
     )
     def investigation_resource(investigation_id: str) -> str:
+        from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+
         from trainsleuth.protocol.ledger import ProtocolError
         from trainsleuth.protocol.machine import Protocol
         from trainsleuth.server.tools.protocol import render_investigation
@@ -235,7 +237,7 @@ def register(server: MCPServer, ctx: ServerContext) -> None:
         try:
             view = Protocol(ctx.store).get(investigation_id)
         except ProtocolError as exc:
-            raise ValueError(f"{exc.message}; {exc.next_step}") from None
+            raise ResourceNotFoundError(f"{exc.message}; {exc.next_step}") from None
         return render_investigation(view)
 
     @server.prompt(
