@@ -28,9 +28,14 @@ def healthy_noisy(rng: random.Random, n: int = 400) -> list[dict]:  # type: igno
         step = i * 10
         loss = 3.0 * math.exp(-step / 1500) + 1.6 + rng.gauss(0, 0.08)
         out.append(
-            {"step": step, "loss": loss, "grad_norm": math.exp(rng.gauss(0, 0.25)),
-             "lr": 3e-4 * 0.5 * (1 + math.cos(math.pi * i / n)), "tokens_per_sec": 50000 * (1 + rng.gauss(0, 0.04))}
-        )  # fmt: skip
+            {
+                "step": step,
+                "loss": loss,
+                "grad_norm": math.exp(rng.gauss(0, 0.25)),
+                "lr": 3e-4 * 0.5 * (1 + math.cos(math.pi * i / n)),
+                "tokens_per_sec": 50000 * (1 + rng.gauss(0, 0.04)),
+            }
+        )
     return out
 
 
@@ -40,7 +45,11 @@ def healthy_warmup_fp16(rng: random.Random, n: int = 400) -> list[dict]:  # type
     for i in range(n):
         step = i * 5
         warm = min(1.0, step / 300)
-        loss = 10.5 - 0.3 * warm if step < 300 else 2.2 + 8.0 * math.exp(-(step - 300) / 200) + rng.gauss(0, 0.05)
+        loss = (
+            10.5 - 0.3 * warm
+            if step < 300
+            else 2.2 + 8.0 * math.exp(-(step - 300) / 200) + rng.gauss(0, 0.05)
+        )
         loss += rng.gauss(0, 0.03)
         gn = 8.0 * math.exp(-step / 150) + 0.6 + abs(rng.gauss(0, 0.1))
         if i < 3:
@@ -49,8 +58,16 @@ def healthy_warmup_fp16(rng: random.Random, n: int = 400) -> list[dict]:  # type
             scale *= 2
         elif rng.random() < 0.004:
             scale /= 2  # an isolated overflow
-        out.append({"step": step, "loss": loss, "grad_norm": gn, "lr": 1e-3 * warm, "loss_scale": scale,
-                    "step_time": 0.5 + (1.5 if i < 2 else 0) + abs(rng.gauss(0, 0.02))})  # fmt: skip
+        out.append(
+            {
+                "step": step,
+                "loss": loss,
+                "grad_norm": gn,
+                "lr": 1e-3 * warm,
+                "loss_scale": scale,
+                "step_time": 0.5 + (1.5 if i < 2 else 0) + abs(rng.gauss(0, 0.02)),
+            }
+        )
     return out
 
 
@@ -61,11 +78,18 @@ def healthy_eval_every_n(rng: random.Random, n: int = 600) -> list[dict]:  # typ
         lr_factor = 1.0 if step < 3000 else (0.1 if step < 4500 else 0.01)  # step schedule
         drop = 0.0 if step < 3000 else (0.3 if step < 4500 else 0.4)
         train = 1.2 * math.exp(-step / 1000) + 0.9 - drop + rng.gauss(0, 0.04)
-        rec = {"step": step, "train_loss": train, "lr": 0.1 * lr_factor, "step_time": 0.2 + abs(rng.gauss(0, 0.01))}
+        rec = {
+            "step": step,
+            "train_loss": train,
+            "lr": 0.1 * lr_factor,
+            "step_time": 0.2 + abs(rng.gauss(0, 0.01)),
+        }
         if i % 50 == 49:
             rec["step_time"] = 6.0  # the eval pause
             out.append(rec)
-            out.append({"step": step, "val_loss": train + 0.08 + rng.gauss(0, 0.01), "val_acc": 0.6 + step / 20000})
+            out.append(
+                {"step": step, "val_loss": train + 0.08 + rng.gauss(0, 0.01), "val_acc": 0.6 + step / 20000}
+            )
         else:
             out.append(rec)
     return out
@@ -90,13 +114,19 @@ def healthy_rl(rng: random.Random, n: int = 500) -> list[dict]:  # type: ignore[
 def healthy_converged(rng: random.Random, n: int = 500) -> list[dict]:  # type: ignore[type-arg]
     # falls, then sits flat for the last half; accuracy reaches 100 % and stays there
     return [
-        {"step": i, "loss": max(0.05, 2.0 * math.exp(-i / 40)) + abs(rng.gauss(0, 0.005)),
-         "accuracy": min(1.0, 0.5 + i / 200), "grad_norm": 0.3 + abs(rng.gauss(0, 0.05))}  # fmt: skip
+        {
+            "step": i,
+            "loss": max(0.05, 2.0 * math.exp(-i / 40)) + abs(rng.gauss(0, 0.005)),
+            "accuracy": min(1.0, 0.5 + i / 200),
+            "grad_norm": 0.3 + abs(rng.gauss(0, 0.05)),
+        }
         for i in range(n)
     ]
 
 
-@pytest.mark.parametrize("shape", [healthy_noisy, healthy_warmup_fp16, healthy_eval_every_n, healthy_rl, healthy_converged])
+@pytest.mark.parametrize(
+    "shape", [healthy_noisy, healthy_warmup_fp16, healthy_eval_every_n, healthy_rl, healthy_converged]
+)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_healthy_runs_have_no_warning_or_error(tmp_path: Path, shape, seed: int) -> None:  # type: ignore[no-untyped-def]
     report = analyze(_write(tmp_path / "run.jsonl", shape(random.Random(seed))))
@@ -108,8 +138,11 @@ def test_healthy_runs_have_no_warning_or_error(tmp_path: Path, shape, seed: int)
 def _base(n: int = 200, seed: int = 0) -> list[dict]:  # type: ignore[type-arg]
     rng = random.Random(seed)
     return [
-        {"step": i * 10, "loss": 2.0 * math.exp(-i / 80) + 1.0 + rng.gauss(0, 0.02),
-         "grad_norm": 1.0 + abs(rng.gauss(0, 0.05))}  # fmt: skip
+        {
+            "step": i * 10,
+            "loss": 2.0 * math.exp(-i / 80) + 1.0 + rng.gauss(0, 0.02),
+            "grad_norm": 1.0 + abs(rng.gauss(0, 0.05)),
+        }
         for i in range(n)
     ]
 
@@ -213,7 +246,9 @@ def test_skipped_steps_from_deepspeed_overflow_lines(tmp_path: Path) -> None:
     lines = []
     for i in range(100):
         if 60 <= i < 66:
-            lines.append(f"[2024-01-01 00:00:00] [INFO] [stage_1_and_2.py:1800] [Rank 0] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2**(16 - i + 60)}, reducing to {2**(15 - i + 60)}")
+            lines.append(
+                f"[2024-01-01 00:00:00] [INFO] [stage_1_and_2.py:1800] [Rank 0] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2 ** (16 - i + 60)}, reducing to {2 ** (15 - i + 60)}"
+            )
         lines.append(f"step={i} loss={2 - i / 200:.4f} lr=1e-4")
     report = analyze(_write_text(tmp_path / "ds.log", lines))
     e = _event(report, "skipped_steps")
@@ -238,14 +273,26 @@ def test_throughput_drop(tmp_path: Path) -> None:
     ("line", "kind"),
     [
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB", "cuda_oom"),
-        ("[rank3]:[E ProcessGroupNCCL.cpp:563] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.", "nccl_timeout"),
-        ("[2024] [INFO] [loss_scaler.py:183] Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", "min_loss_scale"),
-        ("Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", "min_loss_scale"),
+        (
+            "[rank3]:[E ProcessGroupNCCL.cpp:563] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+            "nccl_timeout",
+        ),
+        (
+            "[2024] [INFO] [loss_scaler.py:183] Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+            "min_loss_scale",
+        ),
+        (
+            "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+            "min_loss_scale",
+        ),
         ("AssertionError: labels must be < num_classes", "assertion"),
         ("Killed", "killed"),
-        ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1234 bytes.", "cpu_oom"),
+        (
+            "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1234 bytes.",
+            "cpu_oom",
+        ),
     ],
-)  # fmt: skip
+)
 def test_error_lines_are_extracted(tmp_path: Path, line: str, kind: str) -> None:
     lines = [f"step {i} | loss {2 - i / 100:.3f}" for i in range(20)] + [line]
     report = analyze(_write_text(tmp_path / "e.log", lines))
@@ -255,8 +302,13 @@ def test_error_lines_are_extracted(tmp_path: Path, line: str, kind: str) -> None
 
 
 def test_traceback_reports_its_exception(tmp_path: Path) -> None:
-    lines = ["step 1 | loss 2.0", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
-             "    main()", "ValueError: Expected input batch_size (4) to match target batch_size (8)."]  # fmt: skip
+    lines = [
+        "step 1 | loss 2.0",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        "    main()",
+        "ValueError: Expected input batch_size (4) to match target batch_size (8).",
+    ]
     report = analyze(_write_text(tmp_path / "t.log", lines))
     tb = next(e for e in report.events if e.evidence.get("kind") == "traceback")
     assert "ValueError: Expected input batch_size" in tb.evidence["exception"]

@@ -105,7 +105,9 @@ def test_megatron_rank_prefix_and_wrapped_record() -> None:
 
 def test_megatron_validation_line(tmp_path: Path) -> None:
     p = tmp_path / "v.log"
-    p.write_text(" validation loss at iteration 7000 | lm loss value: 7.174200E+00 | lm loss PPL: 1.305315E+03 |\n")
+    p.write_text(
+        " validation loss at iteration 7000 | lm loss value: 7.174200E+00 | lm loss PPL: 1.305315E+03 |\n"
+    )
     s = _series(p)
     assert s["validation lm loss value"] == ([7000.0], [7.1742])
     assert role_of("validation lm loss PPL") == "perplexity"
@@ -163,7 +165,9 @@ def test_tensorboard_simple_value_events(tmp_path: Path) -> None:
 
     w = EventFileWriter(str(tmp_path))
     for step in range(10):
-        summ = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="train/loss", simple_value=1.0 / (step + 1))])
+        summ = summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag="train/loss", simple_value=1.0 / (step + 1))]
+        )
         w.add_event(event_pb2.Event(step=step, wall_time=1.0, summary=summ))
     w.close()
     s = _series(tmp_path)
@@ -177,7 +181,9 @@ def test_mlflow_run_folder(tmp_path: Path) -> None:
     with open(run / "metrics" / "loss", "w") as f:
         for step in range(50):
             f.write(f"{1700000000000 + step} {2.0 + math.exp(-step / 10):.5f} {step * 10}\n")
-    (run / "metrics" / "train" / "grad_norm").write_text("".join(f"1 {1.0:.2f} {i * 10}\n" for i in range(50)))
+    (run / "metrics" / "train" / "grad_norm").write_text(
+        "".join(f"1 {1.0:.2f} {i * 10}\n" for i in range(50))
+    )
     report = analyze(run)
     assert report.format == "mlflow"
     s = _series(run)

@@ -25,7 +25,9 @@ def add_parser(sub: Any) -> None:
     lsub = p.add_subparsers(dest="logs_command", metavar="ACTION")
     a = lsub.add_parser("analyze", help="report anomalies (findings.md log codes) and error lines")
     a.add_argument("path", help="log file, or run folder (TensorBoard log dir, MLflow run)")
-    a.add_argument("--format", default="auto", choices=FORMAT_CHOICES, help="force a format (default: detect)")
+    a.add_argument(
+        "--format", default="auto", choices=FORMAT_CHOICES, help="force a format (default: detect)"
+    )
     a.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     a.add_argument("--plot", metavar="OUT.png", help="write a PNG plot of the key metrics with events marked")
     a.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 if any event is at or above LEVEL")
@@ -79,7 +81,9 @@ def run_analyze(args: argparse.Namespace) -> int:
             try:
                 Path(args.plot).write_bytes(png)
             except OSError as exc:
-                return _error(f"cannot write the plot to {args.plot}: {exc.strerror or exc}", "pick a writable path")
+                return _error(
+                    f"cannot write the plot to {args.plot}: {exc.strerror or exc}", "pick a writable path"
+                )
     if args.json:
         json.dump(report.model_dump(mode="json"), sys.stdout)
         sys.stdout.write("\n")
@@ -95,11 +99,15 @@ def run_analyze(args: argparse.Namespace) -> int:
 def _print_report(report: Any) -> None:
     out = sys.stdout
     verdict = "healthy (no warning or error events)" if report.healthy else "problems found"
-    out.write(f"{report.path}: {report.format}, {report.records} records, {len(report.series)} metrics: {verdict}\n")
+    out.write(
+        f"{report.path}: {report.format}, {report.records} records, {len(report.series)} metrics: {verdict}\n"
+    )
     for note in report.notes:
         out.write(f"note: {note}\n")
     for s in report.series[:30]:
-        rng = f"{s.first} -> {s.last} (min {s.min}, max {s.max})" if s.first is not None else "no finite values"
+        rng = (
+            f"{s.first} -> {s.last} (min {s.min}, max {s.max})" if s.first is not None else "no finite values"
+        )
         out.write(f"  {s.name} [{s.role}]: {s.points} points, {rng}\n")
     if report.events:
         out.write("events:\n")
@@ -133,6 +141,6 @@ def run_extract(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         for s in res.series:
             print(f"# {s.name} [{s.role}] {len(s.values)} of {s.points_in_log} points")
-            for st, v in zip(s.steps, s.values):
+            for st, v in zip(s.steps, s.values, strict=False):
                 print(f"{st:g}\t{v:.9g}")
     return 1 if res.missing and not res.series else 0

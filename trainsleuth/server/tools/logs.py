@@ -59,7 +59,9 @@ class AnalyzeLogOutput(AnalysisOutput):
         ]
         lines += [f"Note: {n}" for n in self.notes]
         if self.roles:
-            lines.append("Roles: " + "; ".join(f"{r}: {', '.join(n[:3])}" for r, n in sorted(self.roles.items())))
+            lines.append(
+                "Roles: " + "; ".join(f"{r}: {', '.join(n[:3])}" for r, n in sorted(self.roles.items()))
+            )
         if self.events:
             lines.append(f"Events ({len(self.events)} of {self.total_events}):")
             lines += [f"- {e.one_line()}" for e in self.events]
@@ -154,7 +156,8 @@ def analyze_handler(args: AnalyzeLogInput, call: ToolCall) -> AnalyzeLogOutput:
         total_events=len(events),
         next_cursor=nxt,
         errors=report.errors[:20],
-        notes=report.notes + ([f"{len(report.series) - 100} more series not listed"] if len(report.series) > 100 else []),
+        notes=report.notes
+        + ([f"{len(report.series) - 100} more series not listed"] if len(report.series) > 100 else []),
     )
 
 

@@ -13,7 +13,7 @@ from trainsleuth.tools.findings import SEVERITY_RANK, Finding
 from trainsleuth.tools.logs import detect
 from trainsleuth.tools.logs.collect import Collector
 from trainsleuth.tools.logs.errors import KIND_TEXT, ErrorScanner
-from trainsleuth.tools.logs.readers import LogInputError, Progress, ReadContext, ReadStats, read_path
+from trainsleuth.tools.logs.readers import Progress, ReadContext, ReadStats, read_path
 from trainsleuth.tools.logs.series import DEFAULT_CAPACITY, Series
 
 
@@ -107,7 +107,9 @@ def build_report(path: Path, collector: Collector, errors: ErrorScanner, stats: 
             f"more than {len(collector.series)} metric names; ignored e.g. {sorted(collector.dropped_series)[:5]}"
         )
     if collector.position_steps:
-        report.notes.append("some records carry no step number; their step is the record's position in the log")
+        report.notes.append(
+            "some records carry no step number; their step is the record's position in the log"
+        )
     if not series:
         report.notes.insert(
             0,
@@ -191,7 +193,9 @@ def detect_all(series: list[Series], errors: ErrorScanner, collector: Collector)
     )
     if f:
         events.append(f)
-    batch_changes = any(len({round(v, 6) for v in s.timeline()[1]}) > 1 for s in by_role.get("batch_size", []))
+    batch_changes = any(
+        len({round(v, 6) for v in s.timeline()[1]}) > 1 for s in by_role.get("batch_size", [])
+    )
     for role in ("throughput", "step_time"):
         for s in by_role.get(role, []):
             f = detect.detect_throughput(s, batch_changes)

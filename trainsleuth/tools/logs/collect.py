@@ -32,12 +32,12 @@ class Collector:
             positional = False
             self.last_step = step
         series = self.series
-        for name, value in metrics.items():
-            if prefix:
-                name = prefix + name
+        for base, value in metrics.items():
+            name = prefix + base if prefix else base
             s = series.get(name)
             if s is None:
-                s = self._new(name)
+                # a run folder prefix ("eval/") says what the metric is; a file prefix ("rank0.log:") does not
+                s = self._new(name, name if prefix.endswith("/") else base)
                 if s is None:
                     continue
             if positional:
@@ -45,14 +45,14 @@ class Collector:
                 self.position_steps = True
             s.add(step, value)
 
-    def _new(self, name: str) -> Series | None:
+    def _new(self, name: str, base: str | None = None) -> Series | None:
         if self.wanted is not None and name not in self.wanted:
             return None
         if len(self.series) >= MAX_SERIES:
             if len(self.dropped_series) < 50:
                 self.dropped_series.add(name)
             return None
-        s = Series(name, role_of(name), self.capacity)
+        s = Series(name, role_of(base or name), self.capacity)
         self.series[name] = s
         return s
 

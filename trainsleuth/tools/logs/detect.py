@@ -8,6 +8,7 @@ also has a relative floor so quantised or near-constant series do not trip on ti
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from statistics import median
@@ -40,7 +41,7 @@ def _num(x: float | None) -> int | float | None:
 
 
 def _r(x: float) -> float:
-    if not math.isfinite(x) or x == 0:
+    if not math.isfinite(x) or x == 0 or (float(x).is_integer() and abs(x) < 1e15):
         return x
     return float(f"{x:.6g}")
 
@@ -51,11 +52,18 @@ def robust(values: list[float]) -> tuple[float, float]:
     return med, 1.4826 * mad
 
 
-def finding(code: str, severity: str, message: str, *, step: float | None = None, metric: str | None = None,
-            **evidence: Any) -> Finding:  # fmt: skip
+def finding(
+    code: str,
+    severity: str,
+    message: str,
+    *,
+    step: float | None = None,
+    metric: str | None = None,
+    **evidence: Any,
+) -> Finding:
     return Finding(
         code=code,
-        severity=severity,  # type: ignore[arg-type]
+        severity=severity,
         message=message,
         step=int(step) if step is not None and math.isfinite(step) else None,
         metric=metric,
@@ -92,7 +100,7 @@ def diff_sigma(values: list[float]) -> float:
     """Noise level from first differences: insensitive to slow trends (loss going down)."""
     if len(values) < 3:
         return 0.0
-    return 1.4826 * median([abs(b - a) for a, b in zip(values, values[1:])]) / math.sqrt(2)
+    return 1.4826 * median([abs(b - a) for a, b in itertools.pairwise(values)]) / math.sqrt(2)
 
 
 def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) -> list[Spike]:
@@ -126,7 +134,9 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) 
             k -= 1
         local = acc_v[k:]
         diffs = [
-            abs(acc_v[j] - acc_v[j - 1]) for j in range(max(1, k), len(acc_v)) if acc_s[j] - acc_s[j - 1] <= 3 * spacing
+            abs(acc_v[j] - acc_v[j - 1])
+            for j in range(max(1, k), len(acc_v))
+            if acc_s[j] - acc_s[j - 1] <= 3 * spacing
         ]
         if len(diffs) >= (3 if warm else 1):
             sig = 1.4826 * median(diffs) / math.sqrt(2)
@@ -253,7 +263,7 @@ class LossAnalysis:
 
 def detect_loss(s: Series) -> LossAnalysis:
     steps, means, maxes = _timeline(s)
-    vals = [max(m, x) if False else m for m, x in zip(means, maxes)]
+    vals = [max(m, x) if False else m for m, x in zip(means, maxes, strict=False)]
     # With buckets of several points, a spike lives in the bucket maximum; use it.
     if s.width > 1:
         vals = maxes
@@ -300,7 +310,11 @@ def detect_loss(s: Series) -> LossAnalysis:
         rec_step = steps[sp.recovered] if sp.recovered is not None else None
         msg = (
             f"{s.name} spikes from about {_r(sp.base)} to {_r(vals[sp.peak])} at step {_num(steps[sp.peak])}"
-            + (f" and recovers by step {_num(rec_step)}." if rec_step is not None else "; the log ends before it recovers.")
+            + (
+                f" and recovers by step {_num(rec_step)}."
+                if rec_step is not None
+                else "; the log ends before it recovers."
+            )
         )
         out.append(
             finding(
@@ -318,8 +332,13 @@ def detect_loss(s: Series) -> LossAnalysis:
         spikes_out.append((s, steps, sp))
     if len(spikes) > MAX_EVENTS_PER_SERIES:
         out.append(
-            finding("loss_spike", "warning", f"{s.name}: {len(spikes) - MAX_EVENTS_PER_SERIES} more spikes not listed.",
-                    metric=s.name, more=len(spikes) - MAX_EVENTS_PER_SERIES)  # fmt: skip
+            finding(
+                "loss_spike",
+                "warning",
+                f"{s.name}: {len(spikes) - MAX_EVENTS_PER_SERIES} more spikes not listed.",
+                metric=s.name,
+                more=len(spikes) - MAX_EVENTS_PER_SERIES,
+            )
         )
     if not diverged:
         f = _slow_divergence(s, steps, means)
@@ -408,10 +427,10 @@ def _oscillation(s: Series, steps: list[float], vals: list[float]) -> Finding | 
     if n < 62:
         return None
     half = vals[n // 2 :]
-    diffs = [b - a for a, b in zip(half, half[1:]) if b != a]
+    diffs = [b - a for a, b in itertools.pairwise(half) if b != a]
     if len(diffs) < 30:
         return None
-    changes = sum((a > 0) != (b > 0) for a, b in zip(diffs, diffs[1:]))
+    changes = sum((a > 0) != (b > 0) for a, b in itertools.pairwise(diffs))
     frac = changes / (len(diffs) - 1)
     amp = median([abs(d) for d in diffs])
     level = abs(median(half))
@@ -437,8 +456,11 @@ def detect_grad_norm(s: Series) -> list[tuple[Spike, list[float], list[float]]]:
     return [(sp, steps, vals) for sp in find_spikes(vals, "grad_norm", steps)]
 
 
-def grad_findings(s: Series, spikes: list[tuple[Spike, list[float], list[float]]],
-                  loss_spikes: list[tuple[Series, list[float], Spike]]) -> list[Finding]:  # fmt: skip
+def grad_findings(
+    s: Series,
+    spikes: list[tuple[Spike, list[float], list[float]]],
+    loss_spikes: list[tuple[Series, list[float], Spike]],
+) -> list[Finding]:
     out = []
     for sp, steps, vals in spikes[:MAX_EVENTS_PER_SERIES]:
         onset_step = steps[sp.onset]
@@ -486,7 +508,7 @@ def grad_findings(s: Series, spikes: list[tuple[Spike, list[float], list[float]]
 
 
 def _spacing(steps: list[float]) -> float:
-    diffs = [b - a for a, b in zip(steps, steps[1:]) if b > a]
+    diffs = [b - a for a, b in itertools.pairwise(steps) if b > a]
     return median(diffs) if diffs else 1.0
 
 
@@ -533,8 +555,8 @@ def detect_overfitting(val: Series, train: Series) -> Finding | None:
     margin = max(0.05 * abs(vmin), 1e-6)
     if not all(v > vmin + margin for v in after[-2:]) or vvals[-1] < vmin + margin:
         return None
-    near = [v for st, v in zip(tsteps, tvals) if st <= vsteps[mi]][-5:]
-    later = [v for st, v in zip(tsteps, tvals) if st > vsteps[mi]][-5:]
+    near = [v for st, v in zip(tsteps, tvals, strict=False) if st <= vsteps[mi]][-5:]
+    later = [v for st, v in zip(tsteps, tvals, strict=False) if st > vsteps[mi]][-5:]
     if not near or not later:
         return None
     t_then, t_now = median(near), median(later)
@@ -650,14 +672,20 @@ def detect_throughput(s: Series, batch_changes: bool) -> Finding | None:
     )
 
 
-def detect_skipped(counters: list[Series], scale_falls: list[float], overflow_steps: list[float],
-                   repeated_grad: list[float], records: int, first_step: float | None,
-                   last_step: float | None) -> Finding | None:  # fmt: skip
+def detect_skipped(
+    counters: list[Series],
+    scale_falls: list[float],
+    overflow_steps: list[float],
+    repeated_grad: list[float],
+    records: int,
+    first_step: float | None,
+    last_step: float | None,
+) -> Finding | None:
     steps: set[float] = set()
     reported = 0
     for s in counters:
         st, vals, _ = _timeline(s)
-        for a, v in zip(st, vals):
+        for a, v in zip(st, vals, strict=False):
             if v > 0:
                 steps.add(a)
                 reported += int(v)
@@ -688,7 +716,11 @@ def detect_skipped(counters: list[Series], scale_falls: list[float], overflow_st
         sev,
         f"The trainer skipped steps ({len(steps)} records show skips, first at step {_num(ordered[0])}; "
         f"seen from {', '.join(sources)})"
-        + ("; they cluster, which points at repeated overflows." if sev == "warning" else "; isolated skips are normal early in fp16 runs."),
+        + (
+            "; they cluster, which points at repeated overflows."
+            if sev == "warning"
+            else "; isolated skips are normal early in fp16 runs."
+        ),
         step=ordered[0],
         metric=counters[0].name if counters else None,
         steps=[_num(x) for x in ordered[:50]],

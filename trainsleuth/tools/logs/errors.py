@@ -10,21 +10,76 @@ from typing import Any
 # (kind, compiled pattern), most specific first. Patterns are matched on lines that contain
 # one of the cheap trigger words below, so ordinary lines cost one `in` test.
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|HIP out of memory|RESOURCE_EXHAUSTED", re.I)),
-    ("cpu_oom", re.compile(r"\bMemoryError\b|Cannot allocate memory|oom-kill|Out of memory: Kill|Killed process|DefaultCPUAllocator: can't allocate|std::bad_alloc", re.I)),
-    ("nccl_timeout", re.compile(r"NCCL.*(?:timed? ?out|Timeout)|Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|Timeout)|NCCL (?:error|WARN).*(?:unhandled|remote process exited|Connection)", re.I)),
-    ("collective_timeout", re.compile(r"(?:collective|barrier|all_?reduce|all_?gather|broadcast|gloo).*(?:timed? ?out|timeout)|DistBackendError|socket timeout", re.I)),
-    ("min_loss_scale", re.compile(r"minimum loss scale reached|loss scale.*(?:minimum|min).*reached|Current loss scale already at minimum", re.I)),
+    (
+        "cuda_oom",
+        re.compile(
+            r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|HIP out of memory|RESOURCE_EXHAUSTED",
+            re.I,
+        ),
+    ),
+    (
+        "cpu_oom",
+        re.compile(
+            r"\bMemoryError\b|Cannot allocate memory|oom-kill|Out of memory: Kill|Killed process|DefaultCPUAllocator: can't allocate|std::bad_alloc",
+            re.I,
+        ),
+    ),
+    (
+        "nccl_timeout",
+        re.compile(
+            r"NCCL.*(?:timed? ?out|Timeout)|Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|Timeout)|NCCL (?:error|WARN).*(?:unhandled|remote process exited|Connection)",
+            re.I,
+        ),
+    ),
+    (
+        "collective_timeout",
+        re.compile(
+            r"(?:collective|barrier|all_?reduce|all_?gather|broadcast|gloo).*(?:timed? ?out|timeout)|DistBackendError|socket timeout",
+            re.I,
+        ),
+    ),
+    (
+        "min_loss_scale",
+        re.compile(
+            r"minimum loss scale reached|loss scale.*(?:minimum|min).*reached|Current loss scale already at minimum",
+            re.I,
+        ),
+    ),
     ("assertion", re.compile(r"\bAssertionError\b|Assertion `.*` failed|assertion failed", re.I)),
     ("traceback", re.compile(r"^\s*Traceback \(most recent call last\)")),
     ("exception", re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b(?::|$)")),
-    ("killed", re.compile(r"^\s*Killed\s*$|exited with (?:code|exit code) -?(?:9|137)\b|SIGKILL|Segmentation fault|core dumped", re.I)),
+    (
+        "killed",
+        re.compile(
+            r"^\s*Killed\s*$|exited with (?:code|exit code) -?(?:9|137)\b|SIGKILL|Segmentation fault|core dumped",
+            re.I,
+        ),
+    ),
 ]
 
-_TRIGGERS = ("rror", "xception", "raceback", "emory", "NCCL", "imeout", "imed out", "ssert", "inimum",
-             "Killed", "SIG", "Segmentation", "oom", "alloc", "RESOURCE", "core dumped", "xited")  # fmt: skip
+_TRIGGERS = (
+    "rror",
+    "xception",
+    "raceback",
+    "emory",
+    "NCCL",
+    "imeout",
+    "imed out",
+    "ssert",
+    "inimum",
+    "Killed",
+    "SIG",
+    "Segmentation",
+    "oom",
+    "alloc",
+    "RESOURCE",
+    "core dumped",
+    "xited",
+)
 
-_OVERFLOW = re.compile(r"OVERFLOW!|Skipping step|skipped step|Gradient overflow|overflow detected|found inf", re.I)
+_OVERFLOW = re.compile(
+    r"OVERFLOW!|Skipping step|skipped step|Gradient overflow|overflow detected|found inf", re.I
+)
 _OVERFLOW_TRIGGERS = ("OVERFLOW", "kipping", "kipped", "overflow", "found inf")
 
 
@@ -66,7 +121,9 @@ class ErrorScanner:
             return
         for kind, pat in _PATTERNS:
             if pat.search(line):
-                if kind == "exception" and ("traceback" in self.hits and self.hits["traceback"].exception is None):
+                if kind == "exception" and (
+                    "traceback" in self.hits and self.hits["traceback"].exception is None
+                ):
                     pass
                 self._add(kind, line, line_no, step)
                 if kind == "traceback":
@@ -95,8 +152,14 @@ class ErrorScanner:
 
     def as_list(self) -> list[dict[str, Any]]:
         return [
-            {"kind": h.kind, "line": h.line_no, "step": h.step, "text": h.text, "count": h.count,
-             "exception": h.exception}  # fmt: skip
+            {
+                "kind": h.kind,
+                "line": h.line_no,
+                "step": h.step,
+                "text": h.text,
+                "count": h.count,
+                "exception": h.exception,
+            }
             for h in sorted(self.hits.values(), key=lambda h: h.line_no)
         ]
 

@@ -27,7 +27,9 @@ class ExtractResult(BaseModel):
     path: str
     format: str
     series: list[ExtractedSeries] = Field(default_factory=list)
-    available: dict[str, str] = Field(default_factory=dict, description="every metric name in the log -> role")
+    available: dict[str, str] = Field(
+        default_factory=dict, description="every metric name in the log -> role"
+    )
     missing: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
@@ -81,5 +83,7 @@ def extract(path: Path | str, metrics: list[str], *, max_points: int = 500, step
     if not collector.series:
         result.notes.append("No metrics found in this log.")
     elif result.missing:
-        result.notes.append(f"not in the log: {', '.join(result.missing)}; see `available` for the names it has")
+        result.notes.append(
+            f"not in the log: {', '.join(result.missing)}; see `available` for the names it has"
+        )
     return result

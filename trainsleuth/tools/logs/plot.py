@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Iterable
 
 from trainsleuth.tools.findings import Finding
 from trainsleuth.tools.logs.collect import Collector
+from trainsleuth.tools.logs.series import Series
 
 PLOT_ROLES = ("loss", "val_loss", "grad_norm", "lr", "loss_scale", "throughput")
 _COLORS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#7f7f7f"}
@@ -15,8 +15,8 @@ _COLORS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#7f7f7f"}
 
 def render_png(collector: Collector, events: Iterable[Finding], max_points: int = 1500) -> bytes | None:
     """Return PNG bytes, or None when the log has no series to draw."""
-    panels: list[tuple[str, list]] = []  # type: ignore[type-arg]
-    by_role: dict[str, list] = {}  # type: ignore[type-arg]
+    panels: list[tuple[str, list[Series]]] = []
+    by_role: dict[str, list[Series]] = {}
     for s in collector.series.values():
         by_role.setdefault(s.role, []).append(s)
     for role in PLOT_ROLES:
@@ -36,11 +36,11 @@ def render_png(collector: Collector, events: Iterable[Finding], max_points: int 
     events = list(events)
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.2 * len(panels) + 0.6), sharex=True, squeeze=False)
     try:
-        for ax, (role, group) in zip(axes[:, 0], panels):
+        for ax, (role, group) in zip(axes[:, 0], panels, strict=False):
             for s in group:
                 pts = s.downsample(max_points)
                 xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-                ax.plot(xs, ys, lw=0.9, label=s.name)
+                ax.plot(xs, ys, lw=0.9, label=s.name, marker="." if len(xs) <= 200 else None, ms=3)
                 if role in ("grad_norm", "loss_scale") and ys and min(ys) > 0 and max(ys) / min(ys) > 100:
                     ax.set_yscale("log")
             names = {s.name for s in group}
@@ -61,7 +61,3 @@ def render_png(collector: Collector, events: Iterable[Finding], max_points: int 
         return buf.getvalue()
     finally:
         plt.close(fig)
-
-
-def _finite(x: float) -> bool:
-    return math.isfinite(x)

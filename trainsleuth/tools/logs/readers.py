@@ -112,10 +112,11 @@ def read_path(path: Path, fmt: str, ctx: ReadContext) -> None:
 
 def _open(path: Path) -> io.BufferedReader:
     try:
-        return open(path, "rb")  # noqa: SIM115
+        return open(path, "rb")
     except PermissionError as exc:
         raise LogInputError(
-            f"{path}: permission denied ({exc.strerror})", "make the file readable by the user running trainsleuth"
+            f"{path}: permission denied ({exc.strerror})",
+            "make the file readable by the user running trainsleuth",
         ) from None
     except IsADirectoryError:
         raise LogInputError(f"{path} is a directory", "pass the folder itself or a file inside it") from None
@@ -157,7 +158,9 @@ def _read_file(path: Path, fmt: str, ctx: ReadContext, size: int) -> None:
         read_tensorboard([path], ctx, path.parent)
         return
     if fmt == "mlflow":
-        raise LogInputError(f"{path} is a file; an MLflow run is a folder with metrics/", "pass the run folder")
+        raise LogInputError(
+            f"{path} is a file; an MLflow run is a folder with metrics/", "pass the run folder"
+        )
     if size == 0:
         ctx.stats.format = fmt if fmt != "auto" else "empty"
         ctx.stats.notes.append("the file is empty")
@@ -211,7 +214,10 @@ def _is_csv(name: str, head: bytes) -> bool:
     if not counts or any(c != len(header) - 1 for c in counts):
         return False
     cells = lines[1].split(delim)
-    return sum(to_float(c.decode("utf-8", "replace")) is not None or not c.strip() for c in cells) >= len(cells) / 2
+    return (
+        sum(to_float(c.decode("utf-8", "replace")) is not None or not c.strip() for c in cells)
+        >= len(cells) / 2
+    )
 
 
 # ---------------------------------------------------------------------------- text
@@ -228,7 +234,9 @@ def iter_lines(path: Path, ctx: ReadContext, size: int) -> Iterator[str]:
             try:
                 raw = readline(MAX_LINE)
             except OSError as exc:
-                raise LogInputError(f"{path}: read failed ({exc.strerror or exc})", "check the file") from None
+                raise LogInputError(
+                    f"{path}: read failed ({exc.strerror or exc})", "check the file"
+                ) from None
             if not raw:
                 break
             stats.bytes_read += len(raw)
@@ -306,7 +314,10 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> None:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         delim = "\t" if line.count("\t") > line.count(",") else ","
-        header = [h.strip() for h in next(csv.reader([line], delimiter=delim), [])]
+        try:
+            header = [h.strip() for h in next(csv.reader([line.rstrip("\r\n")], delimiter=delim), [])]
+        except csv.Error:
+            header = [h.strip() for h in line.strip().split(delim)]
         break
     if not header:
         return
@@ -315,7 +326,11 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> None:
         if key in lowered:
             step_col = lowered.index(key)
             break
-    if step_col < 0 and len(header) >= 2 and lowered[:3] == ["wall time", "step", "value"][: len(lowered[:3])]:
+    if (
+        step_col < 0
+        and len(header) >= 2
+        and lowered[:3] == ["wall time", "step", "value"][: len(lowered[:3])]
+    ):
         step_col = 1
     names = header
     ncol = len(header)
@@ -343,7 +358,7 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> None:
 
 
 def _csv_rows(lines: Iterator[str], delim: str) -> Iterator[list[str]]:
-    reader = csv.reader(lines, delimiter=delim)
+    reader = csv.reader((ln.replace("\r", "") for ln in lines), delimiter=delim)
     while True:
         try:
             row = next(reader)
@@ -369,7 +384,9 @@ def read_trainer_state(path: Path, ctx: ReadContext, size: int) -> None:
     try:
         state = json.loads(raw.decode("utf-8", "replace"))
     except (ValueError, RecursionError) as exc:
-        raise LogInputError(f"{path} is not valid JSON: {exc}", "check the file, or force format='jsonl'") from None
+        raise LogInputError(
+            f"{path} is not valid JSON: {exc}", "check the file, or force format='jsonl'"
+        ) from None
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise LogInputError(f"{path} has no log_history list", "pass a Hugging Face trainer_state.json")
@@ -425,7 +442,9 @@ def read_tensorboard(files: list[Path], ctx: ReadContext, root: Path) -> None:
         except LogInputError:
             raise
         except Exception as exc:  # truncated or corrupt event file: keep what was read
-            ctx.stats.notes.append(f"{fpath.name}: stopped reading at a corrupt record ({type(exc).__name__})")
+            ctx.stats.notes.append(
+                f"{fpath.name}: stopped reading at a corrupt record ({type(exc).__name__})"
+            )
         try:
             ctx.stats.bytes_read += fpath.stat().st_size
         except OSError:
@@ -490,7 +509,9 @@ def _read_dir(path: Path, fmt: str, ctx: ReadContext) -> None:
         read_tensorboard(tfevents, ctx, path)
         return
     if fmt == "tensorboard":
-        raise LogInputError(f"{path} holds no TensorBoard event files (*tfevents*)", "pass the log dir of the run")
+        raise LogInputError(
+            f"{path} holds no TensorBoard event files (*tfevents*)", "pass the log dir of the run"
+        )
     if fmt in ("mlflow", "auto") and (path / "metrics").is_dir():
         ctx.stats.format = "mlflow"
         ctx.stats.files.append(str(path / "metrics"))

@@ -63,7 +63,9 @@ _PRIMARY_LOSS = {
     "loss_epoch",
 }
 
-_VAL = re.compile(r"(^|[\s/_.\-])(val|valid|validation|eval|evaluation|test|dev)([\s/_.\-]|$)|^(val|eval|valid|test)")
+_VAL = re.compile(
+    r"(^|[\s/_.\-])(val|valid|validation|eval|evaluation|test|dev)([\s/_.\-]|$)|^(val|eval|valid|test)"
+)
 
 
 @lru_cache(maxsize=4096)
@@ -79,7 +81,7 @@ def role_of(name: str) -> str:
         return "nan_iterations"
     if "loss scale" in n or "loss_scale" in n or "lossscale" in n or n in ("scale", "grad_scale", "scaler"):
         return "loss_scale"
-    if "grad" in n and "norm" in n or last in ("gnorm", "grad_norm", "gradnorm", "grad_l2"):
+    if ("grad" in n and "norm" in n) or last in ("gnorm", "grad_norm", "gradnorm", "grad_l2"):
         return "grad_norm"
     if "ppl" in n.split() or "ppl" in last or "perplexity" in n:
         return "perplexity"
@@ -89,8 +91,11 @@ def role_of(name: str) -> str:
         if n in _PRIMARY_LOSS or last in _PRIMARY_LOSS:
             return "loss"
         return "loss_component"
-    if last in ("lr", "learning_rate", "learning rate") or "learning rate" in n or "learning_rate" in n or (
-        re.search(r"(^|[/_\s])lr($|[/_\s\-])", n)
+    if (
+        last in ("lr", "learning_rate", "learning rate")
+        or "learning rate" in n
+        or "learning_rate" in n
+        or (re.search(r"(^|[/_\s])lr($|[/_\s\-])", n))
     ):
         return "lr"
     if "acc" in last or "accuracy" in n:

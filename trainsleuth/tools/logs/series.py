@@ -95,7 +95,7 @@ class Series:
         if not steps:
             return
         self._steps, self._values = [], []
-        for step, value in zip(steps, values):
+        for step, value in zip(steps, values, strict=False):
             self._ingest(step, value)
         self._compress()
 
@@ -239,7 +239,7 @@ class Series:
             out.update(
                 first_step=_num(b.first[order[0]]),
                 last_step=_num(b.last[order[-1]]),
-                first=_round(b.mean[order[0]] if b.count[order[0]] == 1 else b.mean[order[0]]),
+                first=_round(b.mean[order[0]]),
                 last=_round(b.mean[order[-1]]),
                 min=_round(b.vmin[lo]),
                 min_step=_num(b.min_step[lo]),

@@ -19,14 +19,26 @@ _RANK_PREFIX = re.compile(r"^\s*(?:\[(?:default|rank|Rank|RANK)?\s*\d+\]\s*:?|\d
 _QUOTE_PREFIX = re.compile(r"^\s*(?:>\s*)+")
 
 _MEGATRON = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
-_MEGATRON_VAL = re.compile(r"\b(validation|evaluation|test)\s+loss\s+at\s+(?:iteration|step)\s+(\d+)\s*\|", re.I)
-_NANOGPT_ITER = re.compile(rf"^\s*iter\s+(\d+)\s*:\s*(.*)$")
-_NANOGPT_STEP = re.compile(rf"^\s*step\s+(\d+)\s*:\s*(.*)$")
-_SPACE_KV = re.compile(rf"([A-Za-z_][\w./\-]*(?:\s+[A-Za-z_][\w./\-]*)?)\s*[:=]?\s+({NUM}|nan|inf)(?:\s*(%|ms|s))?(?=[\s,;|]|$)", re.I)
-_KV = re.compile(rf"([A-Za-z_][\w./\-\[\]]*)\s*[=:]\s*({NUM}|[-+]?nan|[-+]?inf)(?=[\s,;|)\]}}]|%|ms\b|s\b|$)", re.I)
-_DICT_ITEM = re.compile(rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\(|tensor\()?\s*({NUM}|[-+]?nan|[-+]?inf(?:inity)?|NaN|-?Infinity)""", re.I)
+_MEGATRON_VAL = re.compile(
+    r"\b(validation|evaluation|test)\s+loss\s+at\s+(?:iteration|step)\s+(\d+)\s*\|", re.I
+)
+_NANOGPT_ITER = re.compile(r"^\s*iter\s+(\d+)\s*:\s*(.*)$")
+_NANOGPT_STEP = re.compile(r"^\s*step\s+(\d+)\s*:\s*(.*)$")
+_SPACE_KV = re.compile(
+    rf"([A-Za-z_][\w./\-]*(?:\s+[A-Za-z_][\w./\-]*)?)\s*[:=]?\s+({NUM}|nan|inf)(?:\s*(%|ms|s))?(?=[\s,;|]|$)",
+    re.I,
+)
+_KV = re.compile(
+    rf"([A-Za-z_][\w./\-\[\]]*)\s*[=:]\s*({NUM}|[-+]?nan|[-+]?inf)(?=[\s,;|)\]}}]|%|ms\b|s\b|$)", re.I
+)
+_DICT_ITEM = re.compile(
+    rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\(|tensor\()?\s*({NUM}|[-+]?nan|[-+]?inf(?:inity)?|NaN|-?Infinity)""",
+    re.I,
+)
 _TQDM = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:,\s*([\d.]+)\s*(it/s|s/it))?\s*(?:,\s*(.*?))?\]")
-_PART_KV = re.compile(rf"^\s*([A-Za-z_][\w ./()\-\[\]]*?)\s*[:=]?\s*({NUM}|[-+]?nan|[-+]?inf)\s*(%|ms|s)?\s*$", re.I)
+_PART_KV = re.compile(
+    rf"^\s*([A-Za-z_][\w ./()\-\[\]]*?)\s*[:=]?\s*({NUM}|[-+]?nan|[-+]?inf)\s*(%|ms|s)?\s*$", re.I
+)
 
 _STEP_WORD = re.compile(r"\b(global_step|iteration|iter|step)\s*[:=#]?\s*(\d+)\b", re.I)
 
@@ -94,7 +106,9 @@ def pick_step(metrics: dict[str, float]) -> float | None:
     return None
 
 
-def flatten(obj: Any, prefix: str = "", out: dict[str, float] | None = None, depth: int = 0) -> dict[str, float]:
+def flatten(
+    obj: Any, prefix: str = "", out: dict[str, float] | None = None, depth: int = 0
+) -> dict[str, float]:
     out = {} if out is None else out
     if depth > 8 or len(out) > 2000:
         return out
@@ -258,7 +272,11 @@ def parse_line_auto(raw: str) -> list[Record]:
         s = s.split("\r")[-1].strip()
     c = s[0]
     if c == "{":
-        return parse_json_line(s) if '"' in s[:3] or s.startswith("{}") else parse_dict_line(s) or parse_json_line(s)
+        return (
+            parse_json_line(s)
+            if '"' in s[:3] or s.startswith("{}")
+            else parse_dict_line(s) or parse_json_line(s)
+        )
     if "iteration" in s and "|" in s:
         recs = parse_megatron(s)
         if recs:
