@@ -159,9 +159,9 @@ def check_interpreter(call: ToolCall, python: str | None) -> Path:
         ) from None
     absolute = Path(os.path.abspath(path))
     allowed = [Path(sys.executable), *call.ctx.config.allowed_interpreters]
-    same = any(
-        absolute == Path(os.path.abspath(a)) or absolute.resolve() == Path(a).resolve() for a in allowed
-    )
+    # Compare without resolving the executable itself: every venv's python links to the same base
+    # interpreter, but each venv is a different environment (its own site-packages, its own .pth code).
+    same = any(_unlinked(absolute) == _unlinked(Path(a)) for a in allowed)
     if not same and not call.ctx.policy.contains(absolute):
         raise ToolFailure(
             f"interpreter {str(absolute)!r} is outside the workspace and not allowed: tools only run code with an "
@@ -169,6 +169,12 @@ def check_interpreter(call: ToolCall, python: str | None) -> Path:
             f"use the project's .venv inside the workspace, or restart the server with --allow-python {absolute}",
         )
     return absolute
+
+
+def _unlinked(path: Path) -> Path:
+    """The path with its folders resolved but the final name (often a symlink) kept."""
+    absolute = Path(os.path.abspath(path))
+    return absolute.parent.resolve() / absolute.name
 
 
 def check_entrypoint(call: ToolCall, entrypoint: str) -> str:

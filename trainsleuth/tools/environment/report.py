@@ -83,10 +83,17 @@ class EnvironmentReport(BaseModel):
                 f"differences: {len(self.differences)} ({len(key)} in the core training stack); a = "
                 f"{self.environments[0].interpreter}, b = {self.environments[1].interpreter}"
             )
-            for d in key + other[:40]:
+            changed = [d for d in other if d.a is not None and d.b is not None]
+            only_a = [d.item.removeprefix("package:") for d in other if d.b is None]
+            only_b = [d.item.removeprefix("package:") for d in other if d.a is None]
+            for d in key + changed[:40]:
                 lines.append(f"  {d.item}: {d.a} -> {d.b}")
-            if len(other) > 40:
-                lines.append(f"  ... {len(other) - 40} more (structured output has all)")
+            if len(changed) > 40:
+                lines.append(f"  ... {len(changed) - 40} more version changes (structured output has all)")
+            for label, names in (("only in a", only_a), ("only in b", only_b)):
+                if names:
+                    more = f", ... {len(names) - 30} more" if len(names) > 30 else ""
+                    lines.append(f"  {label} ({len(names)}): {', '.join(names[:30])}{more}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 
