@@ -185,6 +185,7 @@ async def test_quick_pathway_escalates_after_first_failed_attempt(tmp_path: Path
         (ws / "train.py").write_text("lr = 5\n")
         v = await d.ok("verify_fix", {"investigation_id": iid, "revert": True})
         assert v["escalation"]["reason"] == "the first fix attempt failed"
+        assert any("switched from the quick pathway" in n for n in v["notices"])
         text = text_of(await c.call_tool("get_investigation", {"investigation_id": iid}))
         assert "escalated: the first fix attempt failed" in text
         inv = await d.get(iid)
@@ -207,6 +208,10 @@ async def test_quick_pathway_escalates_after_fifteen_minutes(tmp_path: Path) -> 
             conn.execute(
                 "UPDATE investigations SET created_at = ? WHERE id = ?", (time.time() - 16 * 60, iid)
             )
+        out = await d.ok("record_evidence", {"investigation_id": iid, "summary": "still NaN"})
+        assert any("16 minutes" in n for n in out["notices"])
+        text = text_of(await c.call_tool("record_evidence", {"investigation_id": iid, "summary": "again"}))
+        assert "Notice" not in text  # announced once
         inv = await d.get(iid)
         assert inv["pathway"] == "full" and "16 minutes" in inv["escalation"]["reason"]
         await d.refused("submit_diagnosis", d.diagnosis(iid, ev), "confirmed hypothesis", "escalated")

@@ -106,6 +106,8 @@ class Protocol:
         self.store = store
         self.clock = clock
         self._depth = 0
+        # Protocol changes made during this object's calls that the caller should announce.
+        self.notices: list[str] = []
         ensure_schema(store)
 
     # ------------------------------------------------------------------ plumbing
@@ -190,6 +192,10 @@ class Protocol:
                 return False
             reason = f"{int(age // 60)} minutes without a resolution on the quick pathway"
         inv["pathway"] = "full"
+        self.notices.append(
+            f"investigation {inv['id']} switched from the quick pathway to the full protocol: {reason}; "
+            "a diagnosis now needs ranked hypotheses, tested one at a time"
+        )
         inv["data"]["escalation"] = {"at": self.clock(), "at_iso": iso(self.clock()), "reason": reason}
         self._event(
             conn,

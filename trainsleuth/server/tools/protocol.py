@@ -153,7 +153,7 @@ def start_investigation(args: StartInvestigationInput, call: ToolCall) -> StartI
         )
     text = " ".join(filter(None, [args.symptom, args.expected, args.observed, args.what_changed]))
     suggestions, note = _suggestions(workspace, text)
-    view = protocol_for(call.ctx).start(
+    view = _proto(call).start(
         symptom=args.symptom,
         workspace=workspace,
         expected=args.expected,
@@ -228,7 +228,7 @@ def render_investigation(v: InvestigationView) -> str:
 
 
 def get_investigation(args: GetInvestigationInput, call: ToolCall) -> GetInvestigationOutput:
-    view = protocol_for(call.ctx).get(args.investigation_id)
+    view = _proto(call).get(args.investigation_id)
     page, nxt = paginate(view.timeline, args.timeline_cursor, args.timeline_limit)
     view.timeline = page
     if not args.include_evidence_data:
@@ -257,7 +257,7 @@ class ListInvestigationsOutput(ToolOutput):
 
 
 def list_investigations(args: ListInvestigationsInput, call: ToolCall) -> ListInvestigationsOutput:
-    items = protocol_for(call.ctx).list_all(include_closed=args.include_closed)
+    items = _proto(call).list_all(include_closed=args.include_closed)
     page, nxt = paginate(items, args.cursor, args.limit)
     return ListInvestigationsOutput(investigations=page, next_cursor=nxt)
 
@@ -277,28 +277,45 @@ class StepOutput(ToolOutput):
     investigation_id: str
     phase: str
     next_step: str
+    notices: list[str] = Field(
+        default_factory=list, description="Protocol changes that happened during this call (e.g. escalation)."
+    )
+
+    def body(self) -> str:
+        return f"Next step: {self.next_step}"
+
+    def render_text(self) -> str:
+        return "".join(f"Notice: {n}\n" for n in self.notices) + self.body()
 
 
 class RecordEvidenceOutput(StepOutput):
     evidence_id: str
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         return (
             f"Recorded evidence {self.evidence_id} on {self.investigation_id}.\nNext step: {self.next_step}"
         )
 
 
-def _step(call: ToolCall, inv_id: str) -> tuple[str, str]:
-    view = protocol_for(call.ctx).get(inv_id)
-    return view.phase, view.next_step
+def _proto(call: ToolCall) -> Protocol:
+    """One Protocol per tool call, so notices raised during the call reach its output."""
+    proto = getattr(call, "_protocol", None)
+    if proto is None:
+        proto = protocol_for(call.ctx)
+        call._protocol = proto  # type: ignore[attr-defined]
+    return proto
+
+
+def _step(call: ToolCall, inv_id: str) -> dict[str, Any]:
+    proto = _proto(call)
+    view = proto.get(inv_id)
+    return {"phase": view.phase, "next_step": view.next_step, "notices": list(proto.notices)}
 
 
 def record_evidence(args: RecordEvidenceInput, call: ToolCall) -> RecordEvidenceOutput:
-    ev_id = protocol_for(call.ctx).record_evidence(args.investigation_id, args.summary, args.data)
-    phase, step = _step(call, args.investigation_id)
-    return RecordEvidenceOutput(
-        investigation_id=args.investigation_id, evidence_id=ev_id, phase=phase, next_step=step
-    )
+    ev_id = _proto(call).record_evidence(args.investigation_id, args.summary, args.data)
+    step = _step(call, args.investigation_id)
+    return RecordEvidenceOutput(investigation_id=args.investigation_id, evidence_id=ev_id, **step)
 
 
 class ProposeHypothesesInput(ToolInput):
@@ -312,7 +329,7 @@ class ProposeHypothesesOutput(StepOutput):
     hypotheses: list[HypothesisView]
     under_test: str
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         lines = [f"Hypotheses for {self.investigation_id} (one under test at a time):"]
         lines += [f"- {h.id} #{h.rank} [{h.status}] {h.statement}" for h in self.hypotheses]
         lines.append(f"Next step: {self.next_step}")
@@ -320,11 +337,11 @@ class ProposeHypothesesOutput(StepOutput):
 
 
 def propose_hypotheses(args: ProposeHypothesesInput, call: ToolCall) -> ProposeHypothesesOutput:
-    hyps = protocol_for(call.ctx).propose_hypotheses(args.investigation_id, args.hypotheses)
-    phase, step = _step(call, args.investigation_id)
+    hyps = _proto(call).propose_hypotheses(args.investigation_id, args.hypotheses)
+    step = _step(call, args.investigation_id)
     under = next(h.id for h in hyps if h.status == "testing")
     return ProposeHypothesesOutput(
-        investigation_id=args.investigation_id, hypotheses=hyps, under_test=under, phase=phase, next_step=step
+        investigation_id=args.investigation_id, hypotheses=hyps, under_test=under, **step
     )
 
 
@@ -342,7 +359,7 @@ class ResolveHypothesisOutput(StepOutput):
     hypothesis: HypothesisView
     now_testing: HypothesisView | None = None
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         text = f"Hypothesis {self.hypothesis.id} {self.hypothesis.status.replace('_', ' ')}."
         if self.now_testing:
             text += f"\nNow under test: {self.now_testing.id}: {self.now_testing.statement}"
@@ -350,12 +367,12 @@ class ResolveHypothesisOutput(StepOutput):
 
 
 def resolve_hypothesis(args: ResolveHypothesisInput, call: ToolCall) -> ResolveHypothesisOutput:
-    hyp, nxt = protocol_for(call.ctx).resolve_hypothesis(
+    hyp, nxt = _proto(call).resolve_hypothesis(
         args.investigation_id, args.hypothesis_id, args.outcome, args.evidence_ids, args.note
     )
-    phase, step = _step(call, args.investigation_id)
+    step = _step(call, args.investigation_id)
     return ResolveHypothesisOutput(
-        investigation_id=args.investigation_id, hypothesis=hyp, now_testing=nxt, phase=phase, next_step=step
+        investigation_id=args.investigation_id, hypothesis=hyp, now_testing=nxt, **step
     )
 
 
@@ -391,7 +408,7 @@ class SubmitDiagnosisInput(ToolInput):
 class DiagnosisOutput(StepOutput):
     diagnosis: DiagnosisView
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         d = self.diagnosis
         return (
             f"Diagnosis {d.id} [{d.status}] (confidence {d.confidence:.2f}): {d.root_cause}\n"
@@ -404,11 +421,9 @@ def submit_diagnosis(args: SubmitDiagnosisInput, call: ToolCall) -> DiagnosisOut
     spec = DiagnosisSpec(
         **data, proposed_fix=ProposedFix(files=list(args.proposed_fix.files), change=args.proposed_fix.change)
     )
-    diag = protocol_for(call.ctx).submit_diagnosis(args.investigation_id, spec)
-    phase, step = _step(call, args.investigation_id)
-    return DiagnosisOutput(
-        investigation_id=args.investigation_id, diagnosis=diag, phase=phase, next_step=step
-    )
+    diag = _proto(call).submit_diagnosis(args.investigation_id, spec)
+    step = _step(call, args.investigation_id)
+    return DiagnosisOutput(investigation_id=args.investigation_id, diagnosis=diag, **step)
 
 
 class RecordReviewInput(ToolInput):
@@ -424,7 +439,7 @@ class RecordReviewInput(ToolInput):
 class RecordReviewOutput(DiagnosisOutput):
     review: ReviewView
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         return (
             f"Review {self.review.id}: {self.review.verdict}; diagnosis {self.diagnosis.id} is now "
             f"{self.diagnosis.status}.\nNext step: {self.next_step}"
@@ -432,7 +447,7 @@ class RecordReviewOutput(DiagnosisOutput):
 
 
 def record_review(args: RecordReviewInput, call: ToolCall) -> RecordReviewOutput:
-    review, diag = protocol_for(call.ctx).record_review(
+    review, diag = _proto(call).record_review(
         args.investigation_id,
         args.verdict,
         args.reviewer,
@@ -441,10 +456,8 @@ def record_review(args: RecordReviewInput, call: ToolCall) -> RecordReviewOutput
         args.missing_evidence,
         args.diagnosis_id,
     )
-    phase, step = _step(call, args.investigation_id)
-    return RecordReviewOutput(
-        investigation_id=args.investigation_id, diagnosis=diag, review=review, phase=phase, next_step=step
-    )
+    step = _step(call, args.investigation_id)
+    return RecordReviewOutput(investigation_id=args.investigation_id, diagnosis=diag, review=review, **step)
 
 
 class ApprovalForm(BaseModel):
@@ -481,7 +494,7 @@ class ApproveDiagnosisOutput(DiagnosisOutput):
     decision: Literal["approve", "reject"]
     path: Literal["elicitation", "approve_diagnosis"]
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         verb = "approved" if self.decision == "approve" else "rejected"
         return f"Diagnosis {self.diagnosis.id} {verb} via {self.path}.\nNext step: {self.next_step}"
 
@@ -536,7 +549,7 @@ def _make_approval_resolver(sctx: ServerContext) -> Any:
 
 
 def approve_diagnosis(args: ApproveDiagnosisInput, call: ToolCall) -> ApproveDiagnosisOutput:
-    proto = protocol_for(call.ctx)
+    proto = _proto(call)
     outcome = call.resolved.get("approval")
     diag = proto.approvable(args.investigation_id, args.diagnosis_id)
     path: Literal["elicitation", "approve_diagnosis"]
@@ -597,14 +610,13 @@ def approve_diagnosis(args: ApproveDiagnosisInput, call: ToolCall) -> ApproveDia
             approver=(args.approver or "").strip(),
             words=(args.words or "").strip(),
         )
-    phase, step = _step(call, args.investigation_id)
+    step = _step(call, args.investigation_id)
     return ApproveDiagnosisOutput(
         investigation_id=args.investigation_id,
         diagnosis=diag,
         decision=decision,
         path=path,
-        phase=phase,
-        next_step=step,
+        **step,
     )
 
 
@@ -623,7 +635,7 @@ class BeginFixInput(ToolInput):
 class BeginFixOutput(StepOutput):
     attempt: AttemptView
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         a = self.attempt
         return (
             f"Fix attempt {a.number} ({a.id}) begun on diagnosis {a.diagnosis_id}; repository state recorded at "
@@ -634,13 +646,11 @@ class BeginFixOutput(StepOutput):
 
 
 def begin_fix(args: BeginFixInput, call: ToolCall) -> BeginFixOutput:
-    attempt = protocol_for(call.ctx).begin_fix(
+    attempt = _proto(call).begin_fix(
         args.investigation_id, args.description, args.reproducer, state_dir(call.ctx)
     )
-    phase, step = _step(call, args.investigation_id)
-    return BeginFixOutput(
-        investigation_id=args.investigation_id, attempt=attempt, phase=phase, next_step=step
-    )
+    step = _step(call, args.investigation_id)
+    return BeginFixOutput(investigation_id=args.investigation_id, attempt=attempt, **step)
 
 
 class VerifyFixInput(ToolInput):
@@ -662,7 +672,7 @@ class VerifyFixOutput(StepOutput):
     escalation: dict[str, Any] | None = None
     three_strike_report: str | None = None
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         a = self.attempt
         lines = [
             f"Attempt {a.number}: reproducer {'PASSED' if self.passed else 'FAILED'} (exit code {a.exit_code}"
@@ -686,7 +696,7 @@ class VerifyFixOutput(StepOutput):
 
 
 def verify_fix(args: VerifyFixInput, call: ToolCall) -> VerifyFixOutput:
-    attempt, view = protocol_for(call.ctx).verify_fix(
+    attempt, view = _proto(call).verify_fix(
         args.investigation_id,
         state_dir=state_dir(call.ctx),
         timeout_s=args.timeout_s,
@@ -704,6 +714,7 @@ def verify_fix(args: VerifyFixInput, call: ToolCall) -> VerifyFixOutput:
         three_strike_report=view.three_strike_report if view.phase == "halted" else None,
         phase=view.phase,
         next_step=view.next_step,
+        notices=list(_proto(call).notices),
     )
 
 
@@ -743,7 +754,7 @@ class CaptureKnowledgeOutput(StepOutput):
     fix_pattern: dict[str, Any] | None = None
     no_new_knowledge: str | None = None
 
-    def render_text(self) -> str:
+    def body(self) -> str:
         lines = [f"Investigation {self.investigation_id} closed. Root-cause analysis: {self.rca_path}"]
         if self.constraint:
             lines.append(f"New constraint {self.constraint['number']} in {self.constraint['file']}")
@@ -755,7 +766,7 @@ class CaptureKnowledgeOutput(StepOutput):
 
 
 def capture_knowledge(args: CaptureKnowledgeInput, call: ToolCall) -> CaptureKnowledgeOutput:
-    proto = protocol_for(call.ctx)
+    proto = _proto(call)
     view = proto.get(args.investigation_id)
     ws = Path(view.workspace)
     rca_dir = Path(args.rca_dir) if args.rca_dir else ws / "docs" / "rca"
@@ -786,15 +797,14 @@ def capture_knowledge(args: CaptureKnowledgeInput, call: ToolCall) -> CaptureKno
         raise ProtocolError(
             f"cannot write the knowledge files: {exc}", "check the paths and permissions"
         ) from exc
-    phase, step = _step(call, args.investigation_id)
+    step = _step(call, args.investigation_id)
     return CaptureKnowledgeOutput(
         investigation_id=args.investigation_id,
         rca_path=result["rca_path"],
         constraint=result.get("constraint"),
         fix_pattern=result.get("fix_pattern"),
         no_new_knowledge=result.get("no_new_knowledge"),
-        phase=phase,
-        next_step=step,
+        **step,
     )
 
 
