@@ -73,6 +73,10 @@ def test_probe_entrypoints_return_the_interface_contract(manifest) -> None:  # t
         contract = ep.load_contract(case.entrypoint)
         assert contract["batches"], case.id
         assert contract["unknown_keys"] == [], case.id
+        names = {n for n, _ in contract["model"].named_modules()}
+        for e in case.expect:
+            for module in e.module or ():
+                assert module in names, f"{case.id}: labelled module {module!r} is not in the model"
 
 
 def test_generated_logs_match_the_generator(tmp_path: Path) -> None:
