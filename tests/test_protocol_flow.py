@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from test_protocol_helpers import Driver, make_repo
+from test_protocol_helpers import Driver, make_repo, text_of
 
 from trainsleuth.protocol.ledger import record_tool_evidence
 from trainsleuth.server.app import build_server
@@ -197,3 +197,23 @@ async def test_resources_and_prompts(tmp_path: Path) -> None:
             await c.read_resource("investigation://inv-missing")
         bad = await c.get_prompt("critical_review", {"investigation_id": "inv-missing"})
         assert "does not exist" in bad.messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_analysis_tool_results_become_citable_evidence(tmp_path: Path) -> None:
+    ws = make_repo(tmp_path / "ws", {"train.py": TRAIN})
+    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    async with Client(server) as c:
+        d = Driver(c)
+        iid = await d.start(reproducer=REPRO)
+        out = await d.ok(
+            "lookup_constraints", {"query": "loss NaN learning rate too high", "investigation_id": iid}
+        )
+        ev = out["evidence_id"]
+        assert ev and ev.startswith("ev-")
+        inv = await d.get(iid)
+        item = next(e for e in inv["evidence"] if e["id"] == ev)
+        assert item["source"] == "lookup_constraints"
+        diag = await d.ok("submit_diagnosis", d.diagnosis(iid, ev))
+        assert diag["diagnosis"]["evidence_ids"] == [ev]
+        bad = await c.call_tool("lookup_constraints", {"query": "nan", "investigation_id": "inv-missing"})
+        assert bad.is_error and "does not exist" in text_of(bad)
