@@ -105,6 +105,12 @@ async def test_lookup_constraints_tool(workspace: Path) -> None:
         assert any(h["id"] == "unsynced-frozen-weights" for h in data["hits"])
         assert "constraint 4a: Frozen weights are broadcast from rank 0" in r.content[0].text
 
+        text = (await client.read_resource("constraint://4a")).contents[0].text
+        assert text.startswith("# Constraint 4a: Frozen weights are broadcast from rank 0")
+        assert "· Distributed" in text and "requires_grad=False" in text
+        with pytest.raises(Exception, match="no constraint '77'"):
+            await client.read_resource("constraint://77")
+
         r = await client.call_tool("lookup_constraints", {"query": "#4a"})
         assert r.structured_content["exact"][0]["id"] == "4a"
 

@@ -61,6 +61,19 @@ def fix_pattern_text(pid: str, ctx: ServerContext) -> str:
     )
 
 
+def constraint_text(number: str, ctx: ServerContext) -> str:
+    from trainsleuth.knowledge.constraints import load_project
+
+    pk = load_project(ctx.workspace)
+    found = [e for e in pk.find(number) if e.path == pk.constraints_file]
+    if not found:
+        have = ", ".join(e.address for e in pk.entries if e.path == pk.constraints_file) or "none"
+        raise ResourceError(f"no constraint {number!r} in {pk.constraints_file} (entries: {have[:400]})")
+    e = found[0]
+    where = f" · {e.category}" if e.category else ""
+    return f"# Constraint {e.number}: {e.title}\n\n{e.pointer}{where}\n\n{e.body}\n"
+
+
 def index_text(ctx: ServerContext) -> str:
     q = catalog.quick_index()
     out = ["# trainsleuth knowledge base", ""]
@@ -150,6 +163,16 @@ def register(server: MCPServer, ctx: ServerContext) -> None:
     )
     def checklist_template(name: str) -> str:
         return checklist_text(name)
+
+    @server.resource(
+        "constraint://{number}",
+        name="constraint",
+        title="Project constraint",
+        description="One of the project's own constraints by its number (e.g. constraint://9a).",
+        mime_type=MD,
+    )
+    def constraint_template(number: str) -> str:
+        return constraint_text(number, ctx)
 
     @server.resource(
         "fix-pattern://{id}",
