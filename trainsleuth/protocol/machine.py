@@ -1168,6 +1168,12 @@ class Protocol:
                 "recording that there is no new knowledge needs a reason",
                 "fill no_knowledge_reason (e.g. the cause is already constraint 12)",
             )
+        if constraint and not (
+            str(constraint.get("title") or "").strip() and str(constraint.get("rule") or "").strip()
+        ):
+            raise ProtocolError(
+                "a new constraint needs a title and a rule", "fill constraint.title and constraint.rule"
+            )
         from trainsleuth.protocol.rca import rca_filename, render_rca
 
         today = dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc).date().isoformat()
