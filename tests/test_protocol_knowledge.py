@@ -70,6 +70,12 @@ async def test_capture_constraint_and_fix_pattern(tmp_path: Path) -> None:
             },
             "contradicts",
         )
+        await d.refused(
+            "capture_knowledge",
+            {"investigation_id": iid, "constraint": {"title": "t", "rule": " "}},
+            "title and a rule",
+        )
+        assert (ws / ".agents/knowledge/constraints.md").read_text() == CONSTRAINTS
         outside = await c.call_tool(
             "capture_knowledge", {"investigation_id": iid, "rca_dir": str(tmp_path / "x")}
         )
