@@ -204,3 +204,25 @@ async def test_bad_inputs(workspace: Path, tmp_path: Path) -> None:
     assert r.is_error and "does not exist" in r.content[0].text
     r = await _diff(workspace, {"a": "notes.txt", "b": "a.pt"})
     assert r.is_error and "neither a torch.save file nor a safetensors file" in r.content[0].text
+
+
+@pytest.mark.anyio
+async def test_result_is_stored_as_evidence_on_an_investigation(workspace: Path) -> None:
+    sd = _state_dict()
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(workspace / "a.safetensors"))
+    save_file({f"module.{k}": v.contiguous() for k, v in sd.items()}, str(workspace / "b.safetensors"))
+    server, _ = build_server(ServerConfig(workspaces=[workspace]))
+    async with Client(server) as client:
+        started = await client.call_tool("start_investigation", {"symptom": "resumed run diverges at once"})
+        assert not started.is_error, started.content[0].text
+        inv = started.structured_content["investigation_id"]
+        result = await client.call_tool(
+            "diff_checkpoints", {"a": "a.safetensors", "b": "b.safetensors", "investigation_id": inv}
+        )
+        data = _ok(result)
+        assert data["evidence_id"]
+        assert data["prefix_notes"][0]["prefix"] == "module."
+        timeline = await client.call_tool("get_investigation", {"investigation_id": inv})
+        assert data["evidence_id"] in timeline.content[0].text or data["evidence_id"] in str(
+            timeline.structured_content
+        )
