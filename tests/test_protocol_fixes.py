@@ -137,6 +137,15 @@ async def test_three_strikes_halt_until_a_different_root_cause_is_approved(tmp_p
                 "verify_fix", {"investigation_id": iid, "revert": True, "learned": f"lr {lr} fails"}
             )
             assert not v["passed"] and v["strikes"] == n
+            if n == 2:
+                # Resubmitting the same root cause (reworded) does not reset the strikes.
+                reworded = d.diagnosis(
+                    iid, ev, root_cause="Learning rate of 10 is far too high for SGD on this model"
+                )
+                assert (await d.ok("submit_diagnosis", reworded))["diagnosis"]["failed_attempts"] == 2
+                await d.ok(
+                    "approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "once more"}
+                )
         assert v["phase"] == "halted"
         report = v["three_strike_report"]
         for needle in (
@@ -169,7 +178,7 @@ async def test_three_strikes_halt_until_a_different_root_cause_is_approved(tmp_p
         out = await d.ok("begin_fix", {"investigation_id": iid, "description": "mean reduction"})
         assert out["attempt"]["number"] == 1
         inv = await d.get(iid)
-        assert [x["status"] for x in inv["diagnoses"]] == ["struck_out", "approved"]
+        assert [x["status"] for x in inv["diagnoses"]] == ["superseded", "struck_out", "approved"]
         assert "halted" in [e["kind"] for e in inv["timeline"]]
 
 

@@ -246,9 +246,26 @@ class Protocol:
         diag_id = inv["data"].get("current_diagnosis_id")
         return self._diagnosis(conn, diag_id) if diag_id else None
 
+    def _same_cause(self, conn: sqlite3.Connection, diag_id: str) -> list[str]:
+        """This diagnosis and every diagnosis of its investigation naming the same root cause.
+
+        Strikes count per root cause, so resubmitting the same cause does not reset them."""
+        d = self._diagnosis(conn, diag_id)
+        cause = d["data"]["root_cause"]
+        rows = conn.execute(
+            "SELECT id, data FROM diagnoses WHERE investigation_id=?", (d["investigation_id"],)
+        ).fetchall()
+        return [
+            r["id"]
+            for r in rows
+            if r["id"] == diag_id or same_root_cause(json.loads(r["data"])["root_cause"], cause)
+        ]
+
     def _failed_attempts(self, conn: sqlite3.Connection, diag_id: str) -> int:
+        ids = self._same_cause(conn, diag_id)
+        marks = ",".join("?" * len(ids))
         row = conn.execute(
-            "SELECT COUNT(*) AS n FROM fix_attempts WHERE diagnosis_id=? AND status='failed'", (diag_id,)
+            f"SELECT COUNT(*) AS n FROM fix_attempts WHERE diagnosis_id IN ({marks}) AND status='failed'", ids
         ).fetchone()
         return int(row["n"])
 
@@ -829,9 +846,11 @@ class Protocol:
                     f"the reproducer is already recorded ({current!r}) and cannot be swapped during a fix",
                     "call begin_fix without reproducer",
                 )
+            same = self._same_cause(conn, diag["id"])
             number = (
                 conn.execute(
-                    "SELECT COUNT(*) AS n FROM fix_attempts WHERE diagnosis_id=?", (diag["id"],)
+                    f"SELECT COUNT(*) AS n FROM fix_attempts WHERE diagnosis_id IN ({','.join('?' * len(same))})",
+                    same,
                 ).fetchone()["n"]
                 + 1
             )
@@ -1068,7 +1087,8 @@ class Protocol:
 
     def _three_strike_report(self, conn: sqlite3.Connection, inv: dict[str, Any], diag_id: str) -> str:
         diag = self._diagnosis(conn, diag_id)["data"]
-        attempts = [a for a in self._attempts(conn, inv["id"]) if a.diagnosis_id == diag_id]
+        same = set(self._same_cause(conn, diag_id))
+        attempts = [a for a in self._attempts(conn, inv["id"]) if a.diagnosis_id in same]
         lines = [
             f"# Three-strike report: investigation {inv['id']}",
             "",

@@ -118,7 +118,10 @@ class DiagnosisView(DiagnosisSpec):
     created_at: float
     approval: Approval | None = None
     reviews: list[ReviewView] = Field(default_factory=list)
-    failed_attempts: int = 0
+    failed_attempts: int = Field(
+        default=0,
+        description="Failed fix attempts on this root cause (strikes; three halt the investigation).",
+    )
 
 
 class AttemptView(BaseModel):

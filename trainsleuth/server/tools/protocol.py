@@ -668,7 +668,7 @@ class VerifyFixInput(ToolInput):
 class VerifyFixOutput(StepOutput):
     passed: bool
     attempt: AttemptView
-    strikes: int = Field(description="Failed attempts on the current diagnosis.")
+    strikes: int = Field(description="Failed attempts on the current diagnosis' root cause.")
     escalation: dict[str, Any] | None = None
     three_strike_report: str | None = None
 
