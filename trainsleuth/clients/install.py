@@ -346,9 +346,9 @@ def _merge_cursor_hooks(config: dict[str, Any], command: str, path: Path) -> Non
     config.setdefault("version", 1)
     hooks = _section(config, "hooks", path)
     wanted: dict[str, dict[str, Any]] = {
-        "preToolUse": {"command": command, "matcher": CURSOR_EDIT_MATCHER, "timeout": 30, "failClosed": True},
-        "beforeShellExecution": {"command": command, "timeout": 30, "failClosed": True},
-        "beforeMCPExecution": {"command": command, "timeout": 30, "failClosed": True},
+        "preToolUse": {"type": "command", "command": command, "matcher": CURSOR_EDIT_MATCHER, "timeout": 30},
+        "beforeShellExecution": {"type": "command", "command": command, "timeout": 30},
+        "beforeMCPExecution": {"type": "command", "command": command, "timeout": 30},
     }
     for event, ours in wanted.items():
         entries = hooks.setdefault(event, [])
