@@ -253,3 +253,20 @@ async def test_begin_fix_needs_a_git_repository_and_a_reproducer(tmp_path: Path)
         iid2 = await d.start()  # no reproducer
         await d.approved(iid2)
         await d.refused("begin_fix", {"investigation_id": iid2, "description": "x"}, "reproducer")
+
+
+async def test_changing_the_reproducer_does_not_count_as_a_fix(tmp_path: Path) -> None:
+    ws = make_repo(tmp_path / "ws", {**FILES, "check.sh": "grep -q '^lr = 1$' train.py\n"})
+    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    async with Client(server) as c:
+        d = Driver(c)
+        iid = await d.start(reproducer="sh ./check.sh")
+        await d.approved(iid)
+        await d.ok("begin_fix", {"investigation_id": iid, "description": "make the check pass"})
+        (ws / "check.sh").write_text("exit 0\n")
+        v = await d.ok("verify_fix", {"investigation_id": iid, "revert": True})
+        assert not v["passed"] and v["attempt"]["exit_code"] == 0 and v["strikes"] == 1
+        assert any("changed the reproducer itself (check.sh)" in w for w in v["attempt"]["warnings"])
+        assert (ws / "check.sh").read_text() == "grep -q '^lr = 1$' train.py\n"
+        inv = await d.get(iid)
+        assert "does not count" in next(e for e in inv["evidence"] if e["source"] == "verify_fix")["summary"]

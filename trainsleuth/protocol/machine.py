@@ -937,8 +937,8 @@ class Protocol:
             ) from exc
         root = Path(before.repo_root)
         changed = [c.path for c in changes]
-        warnings = self._fix_warnings(changed, diag["data"], root, workspace)
         command = inv["data"]["reproducer"]
+        warnings, tampered = self._fix_warnings(changed, diag["data"], root, workspace, command)
         limit = timeout_s or float(inv["data"].get("reproducer_timeout_s") or DEFAULT_REPRODUCER_TIMEOUT_S)
         try:
             proc = run_process(
@@ -946,7 +946,7 @@ class Protocol:
             )
             exit_code = proc.returncode
             tail = proc.output_tail()
-            passed = proc.ok
+            passed = proc.ok and not tampered
             timed_out = proc.timed_out
             if proc.cancelled:
                 raise ProtocolError(
@@ -969,7 +969,12 @@ class Protocol:
         with self._tx() as conn:
             inv = self._inv_row(conn, inv_id)
             ev_id = new_id("ev")
-            verdict = "passed" if passed else ("timed out" if timed_out else "failed")
+            if passed:
+                verdict = "passed"
+            elif tampered and exit_code == 0:
+                verdict = "passed only after the attempt changed it, so it does not count"
+            else:
+                verdict = "timed out" if timed_out else "failed"
             summary = f"verify_fix attempt {row['number']}: reproducer {verdict} (exit code {exit_code})"
             conn.execute(
                 "INSERT INTO evidence(id, investigation_id, created_at, source, summary, data) VALUES(?,?,?,?,?,?)",
@@ -1061,12 +1066,14 @@ class Protocol:
             return attempt, self._view(conn, inv)
 
     def _fix_warnings(
-        self, changed: list[str], diag: dict[str, Any], root: Path, workspace: Path
-    ) -> list[str]:
+        self, changed: list[str], diag: dict[str, Any], root: Path, workspace: Path, reproducer: str = ""
+    ) -> tuple[list[str], list[str]]:
+        """Warnings about the attempt, and the files it changed that the reproducer command names
+        (outside the approved proposed fix): a pass with those changed does not count."""
         warnings: list[str] = []
         if not changed:
             warnings.append("no file changed since begin_fix: the attempt changed nothing")
-            return warnings
+            return warnings, []
         planned = set()
         for f in diag.get("proposed_fix", {}).get("files", []):
             p = Path(f)
@@ -1083,7 +1090,24 @@ class Protocol:
             )
         if len(changed) > max(SHOTGUN_FILES, len(planned) + 2):
             warnings.append(f"shotgun fix: {len(changed)} files changed at once; change one thing at a time")
-        return warnings
+        named = set()
+        for token in re.split(r"[\s;|&<>()'\"=]+", reproducer):
+            if not token or token.startswith("-"):
+                continue
+            try:
+                full = (workspace / token).resolve()
+                named.add(full.relative_to(root.resolve()).as_posix())
+            except (ValueError, OSError):
+                continue
+        tampered = [c for c in changed if c in named and c not in planned]
+        if tampered:
+            warnings.append(
+                "the attempt changed the reproducer itself ("
+                + ", ".join(tampered)
+                + "), which the approved fix does not name: a pass does not count; a fix must make the "
+                "unchanged reproducer pass"
+            )
+        return warnings, tampered
 
     def _three_strike_report(self, conn: sqlite3.Connection, inv: dict[str, Any], diag_id: str) -> str:
         diag = self._diagnosis(conn, diag_id)["data"]
