@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from trainsleuth.tools.logs.roles import role_of
 from trainsleuth.tools.logs.series import DEFAULT_CAPACITY, Series
@@ -44,6 +45,19 @@ class Collector:
                 s.step_from_position = True
                 self.position_steps = True
             s.add(step, value)
+
+    def add_columns(self, name: str, base: str, steps: Any, values: Any, *, positional: bool = False,
+                    run_prefix: bool = False) -> None:  # fmt: skip
+        """A whole column of one metric (numpy arrays), from the block fast path."""
+        s = self.series.get(name)
+        if s is None:
+            s = self._new(name, name if run_prefix else base)
+            if s is None:
+                return
+        if positional:
+            s.step_from_position = True
+            self.position_steps = True
+        s.add_many(steps, values)
 
     def _new(self, name: str, base: str | None = None) -> Series | None:
         if self.wanted is not None and name not in self.wanted:

@@ -82,6 +82,9 @@ _OVERFLOW = re.compile(
 )
 _OVERFLOW_TRIGGERS = ("OVERFLOW", "kipping", "kipped", "overflow", "found inf")
 
+# One pass over a whole block finds the lines worth scanning (any trigger word).
+ERROR_TRIGGER = re.compile("|".join(re.escape(t) for t in (*_TRIGGERS, *_OVERFLOW_TRIGGERS)))
+
 
 @dataclass
 class ErrorHit:
@@ -104,6 +107,10 @@ class ErrorScanner:
     overflow_steps: list[float] = field(default_factory=list)
     _in_traceback: bool = False
     _tb_lines: int = 0
+
+    @property
+    def in_traceback(self) -> bool:
+        return self._in_traceback
 
     def scan(self, line: str, line_no: int, step: float | None) -> None:
         if self._in_traceback:

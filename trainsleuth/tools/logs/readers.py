@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.errors import ErrorScanner
+from trainsleuth.tools.logs.errors import ERROR_TRIGGER, ErrorScanner
+from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
 from trainsleuth.tools.logs.textparse import (
     _MEGATRON,
     LINE_PARSERS,
@@ -27,6 +28,7 @@ from trainsleuth.tools.logs.textparse import (
 )
 
 MAX_LINE = 1 << 20  # longer lines are skipped (counted), never held whole
+BLOCK = 4 << 20  # text logs are read in blocks of whole lines
 MAX_JSON_FILE = 256 << 20
 MAX_DIR_ENTRIES = 20000
 MAX_LOG_FILES = 50
@@ -262,43 +264,226 @@ def iter_lines(path: Path, ctx: ReadContext, size: int) -> Iterator[str]:
             yield line
 
 
-def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "") -> None:
-    parser = LINE_PARSERS.get(fmt, LINE_PARSERS["auto"])
-    add = ctx.collector.add
-    scan = ctx.errors.scan
-    collector = ctx.collector
-    megatron_ok = fmt in ("auto", "megatron")
-    pending: str | None = None
-    pending_n = 0
-    line_no = 0
-    for line in iter_lines(path, ctx, size):
-        line_no += 1
-        scan(line, line_no, collector.last_step)
-        if megatron_ok:
-            if pending is not None:
-                s = clean_line(line)
-                if not s or pending_n >= 4 or _MEGATRON.search(s):
-                    for step, metrics in parse_megatron(pending):
-                        add(step, metrics, prefix)
-                    pending = None
-                else:
-                    pending += " " + s
-                    pending_n += 1
-                    if s.endswith("|"):
-                        for step, metrics in parse_megatron(pending):
-                            add(step, metrics, prefix)
-                        pending = None
+def iter_blocks(path: Path, ctx: ReadContext, size: int) -> Iterator[str]:
+    """Decoded blocks of whole lines (about BLOCK bytes each). A line longer than MAX_LINE is
+    never held whole: once a stretch without a newline passes MAX_LINE it is dropped and counted."""
+    stats = ctx.stats
+    carry = b""
+    skipping = False
+    next_report = 1 << 26
+    with _open(path) as f:
+        while True:
+            try:
+                chunk = f.read(BLOCK)
+            except OSError as exc:
+                raise LogInputError(
+                    f"{path}: read failed ({exc.strerror or exc})", "check the file"
+                ) from None
+            if not chunk:
+                break
+            stats.bytes_read += len(chunk)
+            if stats.bytes_read >= next_report:
+                next_report += 1 << 26
+                ctx.check_cancel()
+                if ctx.progress:
+                    ctx.progress(stats.bytes_read, size, "reading log")
+            if skipping:
+                nl = chunk.find(b"\n")
+                if nl < 0:
                     continue
+                chunk = chunk[nl + 1 :]
+                skipping = False
+            data = carry + chunk if carry else chunk
+            nl = data.rfind(b"\n")
+            if nl < 0:
+                carry = data
+                if len(carry) > MAX_LINE:
+                    stats.long_lines_skipped += 1
+                    skipping, carry = True, b""
+                continue
+            carry = data[nl + 1 :]
+            if len(carry) > MAX_LINE:
+                stats.long_lines_skipped += 1
+                skipping, carry = True, b""
+            yield _decode(data[: nl + 1], stats)
+        if carry and not skipping:
+            yield _decode(carry + b"\n", stats)
+
+
+def _decode(data: bytes, stats: ReadStats) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "replace")
+        stats.undecodable_lines += sum(1 for ln in text.split("\n") if "\ufffd" in ln)
+    stats.lines += text.count("\n")
+    return text
+
+
+class _LineState:
+    """The line-by-line parser for lines no template took: Megatron records wrapped over
+    several lines are joined, and each complete line's shape is shown to the template engine."""
+
+    def __init__(
+        self, parser: LineParser, megatron_ok: bool, sink: _Sink, engine: TemplateEngine | None
+    ) -> None:
+        self.parser = parser
+        self.megatron_ok = megatron_ok
+        self.sink = sink
+        self.engine = engine
+        self.pending: str | None = None
+        self.pending_n = 0
+        self.long_lines = 0
+
+    def feed(self, line: str) -> None:
+        if len(line) > MAX_LINE:
+            self.long_lines += 1
+            return
+        add = self.sink.add_record
+        if self.megatron_ok:
+            if self.pending is not None:
+                s = clean_line(line)
+                if not s or self.pending_n >= 4 or _MEGATRON.search(s):
+                    self.flush()
+                else:
+                    self.pending += " " + s
+                    self.pending_n += 1
+                    if s.endswith("|"):
+                        self.flush()
+                    return
             if "iteration" in line and "|" in line:
                 s = clean_line(line)
                 if not s.endswith("|") and _MEGATRON.search(s):
-                    pending, pending_n = s, 0
-                    continue
-        for step, metrics in parser(line):
-            add(step, metrics, prefix)
-    if pending is not None:
-        for step, metrics in parse_megatron(pending):
-            add(step, metrics, prefix)
+                    self.pending, self.pending_n = s, 0
+                    return
+        for step, metrics in self.parser(line):
+            add(step, metrics)
+        if self.engine is not None:
+            self.engine.observe(line)
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            for step, metrics in parse_megatron(self.pending):
+                self.sink.add_record(step, metrics)
+            self.pending = None
+
+
+class _Sink(BlockSink):
+    """One block's columns (fast path) and records (line path), merged into the series in step
+    order when a metric got values from both."""
+
+    def __init__(self, collector: Collector, prefix: str) -> None:
+        super().__init__()
+        self.collector = collector
+        self.prefix = prefix
+        self.slow: dict[str, tuple[list[float], list[float]]] = {}
+        self.positional: set[str] = set()
+
+    def add_record(self, step: float | None, metrics: dict[str, float]) -> None:
+        c = self.collector
+        c.records += 1
+        if step is None or step != step:
+            if c.last_step is not None:
+                step = c.last_step
+            else:
+                step = float(c.records)
+                self.positional.update(metrics)
+        else:
+            c.last_step = step
+        slow = self.slow
+        for name, value in metrics.items():
+            cols = slow.get(name)
+            if cols is None:
+                cols = slow[name] = ([], [])
+            cols[0].append(step)
+            cols[1].append(value)
+
+    def flush_block(self) -> None:
+        import numpy as np
+
+        c = self.collector
+        c.records += self.records
+        last: float | None = None
+        for name, (st, vals) in self.slow.items():
+            self.cols.setdefault(name, []).append(
+                (np.asarray(st, dtype=np.float64), np.asarray(vals, dtype=np.float64))
+            )
+        for name, chunks in self.cols.items():
+            if len(chunks) == 1:
+                steps, values = chunks[0]
+            else:
+                steps = np.concatenate([ch[0] for ch in chunks])
+                values = np.concatenate([ch[1] for ch in chunks])
+                order = np.argsort(steps, kind="stable")
+                steps, values = steps[order], values[order]
+            if len(steps):
+                top = float(steps[-1])
+                last = top if last is None else max(last, top)
+            c.add_columns(self.prefix + name, name, steps, values, positional=name in self.positional,
+                          run_prefix=self.prefix.endswith("/"))  # fmt: skip
+        if last is not None and self.records:
+            c.last_step = last if c.last_step is None else max(c.last_step, last)
+        self.cols = {}
+        self.slow = {}
+        self.records = 0
+        self.positional = set()
+
+
+def _scan_errors(text: str, first_line: int, ctx: ReadContext, parser: LineParser) -> None:
+    """Find error lines in a block with one regex pass; hand each to the scanner."""
+    scanner = ctx.errors
+    last_end = -1
+    count_pos, count = 0, 0
+    for m in ERROR_TRIGGER.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if start <= last_end:
+            continue
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        count += text.count("\n", count_pos, start)
+        count_pos = start
+        step = _step_before(text, start, parser, ctx.collector.last_step)
+        scanner.scan(text[start:end], first_line + count, step)
+        pos, n = end + 1, 0
+        while scanner.in_traceback and pos < len(text) and n < 200:
+            nxt = text.find("\n", pos)
+            nxt = len(text) if nxt < 0 else nxt
+            n += 1
+            scanner.scan(text[pos:nxt], first_line + count + n, step)
+            pos = nxt + 1
+        last_end = end if n == 0 else pos - 1
+
+
+def _step_before(text: str, pos: int, parser: LineParser, fallback: float | None) -> float | None:
+    end = pos
+    for _ in range(30):
+        if end <= 0:
+            break
+        start = text.rfind("\n", 0, end - 1) + 1
+        for step, _m in parser(text[start : end - 1] if end - 1 > start else ""):
+            if step is not None:
+                return step
+        end = start
+    return fallback
+
+
+def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "") -> None:
+    parser = LINE_PARSERS.get(fmt, LINE_PARSERS["auto"])
+    sink = _Sink(ctx.collector, prefix)
+    engine = TemplateEngine(parser)
+    state = _LineState(parser, fmt in ("auto", "megatron"), sink, engine)
+    line_no = 1
+    for text in iter_blocks(path, ctx, size):
+        _scan_errors(text, line_no, ctx, parser)
+        line_no += text.count("\n")
+        rest = engine.consume(text, sink) if engine.active else text
+        if rest:
+            for line in rest.split("\n")[:-1]:
+                state.feed(line)
+        sink.flush_block()
+    state.flush()
+    sink.flush_block()
+    ctx.stats.long_lines_skipped += state.long_lines
 
 
 # ---------------------------------------------------------------------------- CSV

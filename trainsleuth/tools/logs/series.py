@@ -95,43 +95,106 @@ class Series:
         if not steps:
             return
         self._steps, self._values = [], []
-        for step, value in zip(steps, values, strict=False):
-            self._ingest(step, value)
+        import numpy as np
+
+        self.add_many(np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64))
+
+    def add_many(self, steps: Any, values: Any) -> None:
+        """Ingest numpy arrays of steps and values (in log order), vectorised."""
+        import numpy as np
+
+        if self._steps:
+            pending_s, pending_v = self._steps, self._values
+            self._steps, self._values = [], []
+            steps = np.concatenate([np.asarray(pending_s, dtype=np.float64), steps])
+            values = np.concatenate([np.asarray(pending_v, dtype=np.float64), values])
+        n = len(steps)
+        if n == 0:
+            return
+        self.total += n
+        breaks = (np.flatnonzero(steps[1:] < steps[:-1]) + 1).tolist()
+        for a, b in zip([0, *breaks], [*breaks, n], strict=True):
+            st, v = steps[a:b], values[a:b]
+            first = float(st[0])
+            if not self.segments or first < self.segments[-1].last_step:
+                self._close_open()
+                self.segments.append(Segment(first, first))
+            seg = self.segments[-1]
+            seg.last_step = float(st[-1])
+            seg.points += b - a
+            finite = np.isfinite(v)
+            if not finite.all():
+                bad = ~finite
+                self.nonfinite += int(bad.sum())
+                bad_steps, bad_vals = st[bad], v[bad]
+                if self.nonfinite_first_step is None:
+                    self.nonfinite_first_step = float(bad_steps[0])
+                for k in range(min(len(bad_steps), 5 - len(self.nonfinite_examples))):
+                    self.nonfinite_examples.append((float(bad_steps[k]), repr(float(bad_vals[k]))))
+                st, v = st[finite], v[finite]
+            if len(v):
+                self._ingest_finite(st, v, len(self.segments) - 1)
         self._compress()
 
-    def _ingest(self, step: float, value: float) -> None:
-        self.total += 1
-        segs = self.segments
-        if not segs or step < segs[-1].last_step:
-            self._close_open()
-            segs.append(Segment(step, step))
-        seg = segs[-1]
-        seg.last_step = step
-        seg.points += 1
-        if not math.isfinite(value):
-            self.nonfinite += 1
-            if self.nonfinite_first_step is None:
-                self.nonfinite_first_step = step
-            if len(self.nonfinite_examples) < 5:
-                self.nonfinite_examples.append((step, repr(value)))
-            return
+    def _ingest_finite(self, st: Any, v: Any, seg: int) -> None:
+        import numpy as np
+
+        n = len(v)
+        while len(self.buckets) + (n + (self._open[2] if self._open else 0)) / self.width > self.capacity:
+            self._merge_pairs()
+        b = self.buckets
         if self.width == 1:
-            b = self.buckets
-            b.append(step, step, 1, value, value, step, value, step, len(segs) - 1)
+            sl, vl = st.tolist(), v.tolist()
+            b.first.extend(sl)
+            b.last.extend(sl)
+            b.count.extend([1] * n)
+            b.mean.extend(vl)
+            b.vmin.extend(vl)
+            b.min_step.extend(sl)
+            b.vmax.extend(vl)
+            b.max_step.extend(sl)
+            b.seg.extend([seg] * n)
             return
+        i = 0
         o = self._open
-        if o is None:
-            self._open = [step, step, 1, value, value, step, value, step, len(segs) - 1]
-            return
-        o[1] = step
-        o[2] += 1
-        o[3] += value
-        if value < o[4]:
-            o[4], o[5] = value, step
-        if value > o[6]:
-            o[6], o[7] = value, step
-        if o[2] >= self.width:
+        if o is not None and int(o[8]) == seg:
+            take = min(n, self.width - int(o[2]))
+            part_v, part_s = v[:take], st[:take]
+            o[1] = float(part_s[-1])
+            o[2] += take
+            o[3] += float(part_v.sum())
+            lo, hi = int(part_v.argmin()), int(part_v.argmax())
+            if part_v[lo] < o[4]:
+                o[4], o[5] = float(part_v[lo]), float(part_s[lo])
+            if part_v[hi] > o[6]:
+                o[6], o[7] = float(part_v[hi]), float(part_s[hi])
+            i = take
+            if o[2] >= self.width:
+                self._close_open()
+        elif o is not None:
             self._close_open()
+        w = self.width
+        full = (n - i) // w
+        if full:
+            V = v[i : i + full * w].reshape(full, w)
+            S = st[i : i + full * w].reshape(full, w)
+            rows = np.arange(full)
+            amin, amax = V.argmin(axis=1), V.argmax(axis=1)
+            b.first.extend(S[:, 0].tolist())
+            b.last.extend(S[:, -1].tolist())
+            b.count.extend([w] * full)
+            b.mean.extend(V.mean(axis=1).tolist())
+            b.vmin.extend(V[rows, amin].tolist())
+            b.min_step.extend(S[rows, amin].tolist())
+            b.vmax.extend(V[rows, amax].tolist())
+            b.max_step.extend(S[rows, amax].tolist())
+            b.seg.extend([seg] * full)
+            i += full * w
+        if i < n:
+            rv, rs = v[i:], st[i:]
+            lo, hi = int(rv.argmin()), int(rv.argmax())
+            self._open = [float(rs[0]), float(rs[-1]), n - i, float(rv.sum()), float(rv[lo]), float(rs[lo]),
+                          float(rv[hi]), float(rs[hi]), seg]  # fmt: skip
 
     def _close_open(self) -> None:
         o = self._open

@@ -1,0 +1,199 @@
+"""Block-level fast path for text logs: learn line templates, then parse whole blocks in C.
+
+Training logs repeat a few line shapes millions of times; only the numbers change. The first
+lines of each shape go through the ordinary line parsers. Once a shape (the line with its
+numbers replaced by a placeholder) has been seen twice, it becomes a *template*: the parser is
+run again on the sample with one number at a time replaced by a sentinel, which tells which
+number is the step and which metric each other number is (numbers that feed no metric are just
+matched). From then on `re.split` with the template's regex takes every matching line of a
+4 MiB block at once and hands back the numbers column by column, converted with numpy. Lines
+that match no template (new shapes, chatter, wrapped records) fall through to the line parsers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# A number as the parsers see one: not glued to a word (`layer_0`, `[default7]` stay literal).
+NUM_PATTERN = (
+    r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"|(?<![\w.])[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity)(?!\w)"
+)
+NUM_TOKEN = re.compile(NUM_PATTERN)
+MAX_TEMPLATES = 64
+MAX_ACTIVE = 16
+MAX_TEMPLATE_LINE = 4096
+
+LineParser = Callable[[str], list[tuple["float | None", dict[str, float]]]]
+
+
+@dataclass
+class Template:
+    regex: re.Pattern[str] | None  # None: this shape is parsed line by line
+    groups: int = 0
+    step_slot: int | None = None
+    slots: list[tuple[int, str]] = field(default_factory=list)  # (group, metric name)
+    seen: int = 1
+    hits: int = 0
+    idle_blocks: int = 0
+
+
+def _sentinel(token: str) -> tuple[str, float]:
+    if token.lstrip("+-").isdigit():
+        return "987654321", 987654321.0
+    return "98765.4321", 98765.4321
+
+
+def build_template(line: str, parser: LineParser) -> Template:
+    """Map each number of `line` to the step or a metric, or refuse (regex None)."""
+    refuse = Template(regex=None)
+    if len(line) > MAX_TEMPLATE_LINE or "\r" in line.rstrip("\r"):
+        return refuse
+    try:
+        base = parser(line)
+    except Exception:  # the parsers never raise; be safe anyway
+        return refuse
+    if len(base) > 1:
+        return refuse
+    spans = [m.span() for m in NUM_TOKEN.finditer(line)]
+    if not base:
+        if not spans:
+            return refuse  # a line without numbers is cheap to parse anyway
+        return _compile(line, spans, set(), Template(regex=None))
+    step0, metrics0 = base[0]
+    names0 = set(metrics0)
+    t = Template(regex=None)
+    literal: set[int] = set()
+    mapped: set[str] = set()
+    for k, (a, b) in enumerate(spans):
+        text, value = _sentinel(line[a:b])
+        recs = parser(line[:a] + text + line[b:])
+        if len(recs) != 1:
+            return refuse
+        step_k, metrics_k = recs[0]
+        if set(metrics_k) != names0:
+            if line[a:b].lstrip("+-").isalpha():
+                literal.add(k)  # a word like `nan` inside a key ("number of nan iterations")
+                continue
+            return refuse
+        if step_k == value and step0 != value:
+            t.step_slot = k
+            continue
+        hit = [name for name, v in metrics_k.items() if v == value and metrics0.get(name) != value]
+        if len(hit) == 1:
+            t.slots.append((k, hit[0]))
+            mapped.add(hit[0])
+    if mapped != names0 or (step0 is not None and t.step_slot is None) or step0 is None:
+        return refuse
+    return _compile(line, spans, literal, t)
+
+
+def _compile(line: str, spans: list[tuple[int, int]], literal: set[int], t: Template) -> Template:
+    parts: list[str] = []
+    pos = 0
+    group_of: dict[int, int] = {}
+    g = 0
+    for k, (a, b) in enumerate(spans):
+        if k in literal:
+            continue
+        parts.append(re.escape(line[pos:a]))
+        parts.append("(" + _GROUP + ")")
+        group_of[k] = g
+        g += 1
+        pos = b
+    parts.append(re.escape(line[pos:]))
+    try:
+        t.regex = re.compile("^" + "".join(parts) + "\n", re.M)
+    except re.error:
+        t.regex = None
+        return t
+    t.groups = g
+    t.step_slot = group_of[t.step_slot] if t.step_slot is not None else None
+    t.slots = [(group_of[k], name) for k, name in t.slots]
+    return t
+
+
+# inside a template the number group must not capture: a non-capturing copy of NUM_PATTERN
+_GROUP = f"(?:{NUM_PATTERN})"
+
+
+class BlockSink:
+    """Columns gathered from one block, per metric, before they go into the series."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list[tuple[Any, Any]]] = {}
+        self.records = 0
+
+    def add_columns(self, name: str, steps: Any, values: Any) -> None:
+        self.cols.setdefault(name, []).append((steps, values))
+
+
+class TemplateEngine:
+    def __init__(self, parser: LineParser) -> None:
+        self.parser = parser
+        self.templates: dict[str, Template] = {}
+        self.active: list[Template] = []
+        self.refused = 0
+
+    def observe(self, line: str) -> None:
+        """Count a line's shape (called for lines that went through the line parsers)."""
+        if len(line) > MAX_TEMPLATE_LINE or not line:
+            return
+        key = NUM_TOKEN.sub("\x00", line)
+        t = self.templates.get(key)
+        if t is None:
+            if len(self.templates) >= MAX_TEMPLATES * 8:
+                return
+            self.templates[key] = Template(regex=None, seen=1)
+            return
+        t.seen += 1
+        if t.seen == 2 and t.regex is None and len(self.active) < MAX_TEMPLATES:
+            built = build_template(line, self.parser)
+            if built.regex is not None:
+                built.seen = t.seen
+                self.templates[key] = built
+                self.active.append(built)
+            else:
+                self.refused += 1
+
+    def consume(self, block: str, sink: BlockSink) -> str:
+        """Take every line matching an active template out of `block`; return the rest."""
+        import numpy as np
+
+        rest = block
+        self.active.sort(key=lambda t: -t.hits)
+        tried = 0
+        for t in list(self.active):
+            if not rest:
+                break
+            if t.idle_blocks > 4 and t.idle_blocks % 8:
+                t.idle_blocks += 1
+                continue
+            tried += 1
+            if tried > MAX_ACTIVE:
+                break
+            assert t.regex is not None
+            parts = t.regex.split(rest)
+            if len(parts) == 1:
+                t.idle_blocks += 1
+                continue
+            t.idle_blocks = 0
+            stride = t.groups + 1
+            rows = (len(parts) - 1) // stride
+            if t.slots:
+                assert t.step_slot is not None
+                try:
+                    steps = np.array(parts[1 + t.step_slot :: stride], dtype=np.float64)
+                    cols = [(name, np.array(parts[1 + g :: stride], dtype=np.float64)) for g, name in t.slots]
+                except ValueError:  # a token numpy cannot read: leave these lines to the line parsers
+                    self.active.remove(t)
+                    continue
+                for name, values in cols:
+                    sink.add_columns(name, steps, values)
+                sink.records += rows
+            t.hits += rows
+            rest = "".join(parts[0::stride])
+        return rest
