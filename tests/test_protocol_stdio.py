@@ -1,4 +1,4 @@
-"""The key protocol guarantees over stdio with the installed `trainsleuth serve`, and the restart test:
+"""The protocol guarantees over stdio with the installed `trainsleuth serve`, and the restart test:
 the server process is killed mid-investigation and a new one on the same workspace carries on."""
 
 from __future__ import annotations
@@ -116,11 +116,21 @@ async def test_elicitation_only_server_over_stdio(tmp_path: Path) -> None:
 
     async with Client(stdio_params(ws, "--elicitation-only"), elicitation_callback=approve) as c:
         d = Driver(c)
-        iid = await d.start(reproducer=REPRO)
+        iid = await d.start(reproducer=REPRO, pathway="full")
         ev = await d.evidence(iid)
+        await d.full_hypotheses(iid, ev)
         await d.ok("submit_diagnosis", d.diagnosis(iid, ev))
         out = await d.ok("approve_diagnosis", {"investigation_id": iid})
         assert out["path"] == "elicitation" and len(asked) == 1
+        # Guarantee 5 over stdio: three failed attempts halt the investigation.
+        for n in (1, 2, 3):
+            await d.ok("begin_fix", {"investigation_id": iid, "description": f"try {n}"})
+            (ws / "train.py").write_text(f"lr = {n + 1}\n")
+            v = await d.ok("verify_fix", {"investigation_id": iid, "revert": True})
+            assert not v["passed"] and v["strikes"] == n
+        assert v["phase"] == "halted" and "Three-strike report" in v["three_strike_report"]
+        await d.refused("begin_fix", {"investigation_id": iid, "description": "again"}, "three strikes")
+        assert (ws / "train.py").read_text() == "lr = 10\n"
     async with Client(stdio_params(ws, "--elicitation-only")) as c:  # no elicitation: the fallback is refused
         d = Driver(c)
         iid2 = await d.start(reproducer=REPRO)
