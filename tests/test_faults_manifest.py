@@ -12,6 +12,7 @@ from benchmarks.faults import gen_logs
 from benchmarks.faults.manifest import (
     CASES_DIR,
     EXCLUDED_PROBE_CODES,
+    PRECISION_CODES,
     ManifestError,
     load_manifest,
     parse,
@@ -34,19 +35,23 @@ def test_case_counts_meet_the_issue(manifest) -> None:  # type: ignore[no-untype
 
 def test_every_code_is_labelled_at_least_twice(manifest) -> None:  # type: ignore[no-untyped-def]
     labelled = Counter(e.code for c in manifest.cases for e in c.expect)
-    wanted = (PROBE_CODES - EXCLUDED_PROBE_CODES) | LOG_CODES
+    wanted = (PROBE_CODES - EXCLUDED_PROBE_CODES) | LOG_CODES | PRECISION_CODES
     short = {code: labelled[code] for code in wanted if labelled[code] < 2}
     assert not short, f"codes labelled fewer than twice: {short}"
-    assert not (set(labelled) & EXCLUDED_PROBE_CODES)
+    assert not (set(labelled) & (EXCLUDED_PROBE_CODES - PRECISION_CODES))
 
 
 def test_labels_use_known_codes_of_the_right_command(manifest) -> None:  # type: ignore[no-untyped-def]
     for case in manifest.cases:
-        valid = PROBE_CODES if case.kind == "probe" else LOG_CODES
+        valid = {
+            "probe": PROBE_CODES - EXCLUDED_PROBE_CODES,
+            "logs": LOG_CODES,
+            "precision": PRECISION_CODES,
+        }[case.kind]
         for e in case.expect:
             assert e.code in valid, (case.id, e.code)
             if e.module is not None:
-                assert case.kind == "probe", case.id
+                assert case.is_entrypoint, case.id
             if e.step is not None:
                 assert case.kind == "logs" and e.tol >= 0, case.id
         assert not (set(case.allow) & {e.code for e in case.expect}), (
@@ -58,7 +63,7 @@ def test_every_case_file_exists_and_every_file_is_a_case(manifest) -> None:  # t
     for case in manifest.cases:
         assert case.path.exists(), case.path
     listed = {c.path.resolve() for c in manifest.cases}
-    for f in sorted((CASES_DIR / "probe").glob("*.py")):
+    for f in sorted([*(CASES_DIR / "probe").glob("*.py"), *(CASES_DIR / "precision").glob("*.py")]):
         assert f.resolve() in listed, f"{f.name} is not in the manifest"
     for f in sorted((CASES_DIR / "logs").iterdir()):
         inside = {p.resolve() for p in [f, *f.rglob("*")]}
@@ -69,7 +74,7 @@ def test_probe_entrypoints_return_the_interface_contract(manifest) -> None:  # t
     """Each probe case loads through the same loader the probe runner uses, and satisfies the contract."""
     from trainsleuth.tools.runners import _ts_entrypoint as ep
 
-    for case in (c for c in manifest.cases if c.kind == "probe"):
+    for case in (c for c in manifest.cases if c.is_entrypoint):
         contract = ep.load_contract(case.entrypoint)
         assert contract["batches"], case.id
         assert contract["unknown_keys"] == [], case.id
@@ -177,3 +182,15 @@ def test_missing_case_file_is_refused(tmp_path: Path) -> None:
     raw = {"cases": [{"id": "a", "kind": "logs", "path": "gone.log", "healthy": True}]}
     with pytest.raises(ManifestError, match="does not exist"):
         parse(raw, base=tmp_path)
+
+
+def test_the_plain_torch_oracle_confirms_every_entrypoint_label(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ground truth: each broken set-up really shows its fault, each healthy one really trains cleanly."""
+    from benchmarks.faults import oracle
+
+    status = oracle.main([])
+    out = capsys.readouterr().out
+    assert status == 0, "\n".join(
+        line for line in out.splitlines() if "MISMATCH" in line or line.startswith(" ")
+    )
+    assert out.count("\nok ") + out.startswith("ok ") >= 50

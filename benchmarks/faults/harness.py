@@ -1,7 +1,7 @@
 """Run the fault benchmark's cases through the public CLI and score the answers.
 
-Running: each case is one subprocess, `trainsleuth probe ENTRY --json` or `trainsleuth logs analyze PATH
---json`, a few at a time (a small thread pool; the machines are small). A case whose command fails or
+Running: each case is one subprocess, `trainsleuth probe ENTRY --json`, `trainsleuth logs analyze PATH
+--json`, or `trainsleuth client call compare_precision --arg entrypoint=ENTRY --json`, a few at a time (a small thread pool; the machines are small). A case whose command fails or
 prints no JSON is recorded as a failed run with the reason (for instance "not available yet").
 
 Scoring (what counts, exactly):
@@ -50,6 +50,9 @@ def default_cli() -> list[str]:
 
 
 def command_for(case: Case, cli: Sequence[str]) -> list[str]:
+    if case.kind == "precision":
+        rel = case.path.relative_to(ROOT).as_posix() + ":" + case.target.rpartition(":")[2]
+        return [*cli, "client", "call", "compare_precision", "--arg", f"entrypoint={rel}", "--json"]
     if case.kind == "probe":
         cmd = [*cli, "probe", case.entrypoint, "--json"]
         if case.steps:
@@ -83,9 +86,10 @@ def _records(payload: dict[str, Any]) -> list[dict[str, Any]] | None:
     for key in ("findings", "events"):
         if isinstance(payload.get(key), list):
             return [r for r in payload[key] if isinstance(r, dict)]
-    report = payload.get("report")
-    if isinstance(report, dict):
-        return _records(report)
+    for key in ("report", "structured"):  # `trainsleuth client call ... --json` nests the tool's output
+        inner = payload.get(key)
+        if isinstance(inner, dict):
+            return _records(inner)
     return None
 
 
@@ -115,6 +119,8 @@ def run_case(case: Case, cli: Sequence[str], timeout: float = 600.0) -> CaseRun:
     if records is None:
         err = payload.get("error")
         msg = err.get("message") if isinstance(err, dict) else err
+        if not msg and payload.get("is_error"):
+            msg = str(payload.get("text") or payload.get("failures") or "the tool answered isError")
         return CaseRun(
             case.id,
             False,
@@ -293,7 +299,9 @@ def render_markdown(s: Score, command: str, when: str, wall_s: float) -> str:
     ]
     for code in sorted(s.per_code, key=lambda c: (s.per_code[c].kind, c)):
         cs = s.per_code[code]
-        cmd = "probe" if cs.kind == "probe" else "logs analyze"
+        cmd = {"probe": "probe", "logs": "logs analyze", "precision": "client call compare_precision"}[
+            cs.kind
+        ]
         lines.append(
             f"| `{code}` | {cmd} | {cs.labelled} | {cs.detected} | {_fmt(cs.recall)} | {', '.join(cs.missed) or '-'} |"
         )

@@ -16,9 +16,12 @@ HERE = Path(__file__).resolve().parent
 CASES_DIR = HERE / "cases"
 MANIFEST = HERE / "manifest.yaml"
 
-# Codes that come from other commands than `trainsleuth probe` / `trainsleuth logs analyze`
-# (compare_precision, check_distributed, dump_stacks): not part of this benchmark.
+# Probe-table codes that `trainsleuth probe` itself does not report. precision_mismatch is covered by
+# kind "precision" cases (compare_precision, through `trainsleuth client call`); rank_divergence and
+# collective_mismatch (check_distributed, dump_stacks on a multi-process job) are not part of this benchmark.
 EXCLUDED_PROBE_CODES = frozenset({"precision_mismatch", "rank_divergence", "collective_mismatch"})
+PRECISION_CODES = frozenset({"precision_mismatch"})
+KINDS = ("probe", "logs", "precision")
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Expect:
 @dataclass(frozen=True)
 class Case:
     id: str
-    kind: str  # "probe" or "logs"
+    kind: str  # "probe", "logs" or "precision"
     target: str  # entrypoint "cases/probe/x.py:setup" or log path "cases/logs/x.log", relative to HERE
     expect: tuple[Expect, ...] = ()
     allow: tuple[str, ...] = ()
@@ -42,7 +45,11 @@ class Case:
 
     @property
     def path(self) -> Path:
-        return HERE / self.target.split(":")[0] if self.kind == "probe" else HERE / self.target
+        return HERE / self.target.split(":")[0] if self.is_entrypoint else HERE / self.target
+
+    @property
+    def is_entrypoint(self) -> bool:
+        return self.kind in ("probe", "precision")
 
     @property
     def entrypoint(self) -> str:
@@ -89,18 +96,23 @@ def parse(data: Any, base: Path = HERE, check_files: bool = True) -> Manifest:
             raise ManifestError(f"{where} is listed twice")
         seen.add(cid)
         kind = raw.get("kind")
-        if kind not in ("probe", "logs"):
-            raise ManifestError(f"{where}: kind must be 'probe' or 'logs', not {kind!r}")
-        target = raw.get("entry") if kind == "probe" else raw.get("path")
+        if kind not in KINDS:
+            raise ManifestError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        is_entry = kind in ("probe", "precision")
+        target = raw.get("entry") if is_entry else raw.get("path")
         if not isinstance(target, str) or not target:
-            raise ManifestError(f"{where}: needs {'entry' if kind == 'probe' else 'path'}")
-        if kind == "probe" and (":" not in target or not target.split(":")[0].endswith(".py")):
-            raise ManifestError(f"{where}: entry must look like cases/probe/file.py:function")
+            raise ManifestError(f"{where}: needs {'entry' if is_entry else 'path'}")
+        if is_entry and (":" not in target or not target.split(":")[0].endswith(".py")):
+            raise ManifestError(f"{where}: entry must look like cases/{kind}/file.py:function")
         if check_files:
-            file = base / target.split(":")[0] if kind == "probe" else base / target
+            file = base / target.split(":")[0] if is_entry else base / target
             if not file.exists():
                 raise ManifestError(f"{where}: {file} does not exist")
-        valid = probe_codes - EXCLUDED_PROBE_CODES if kind == "probe" else log_codes
+        valid = {
+            "probe": probe_codes - EXCLUDED_PROBE_CODES,
+            "logs": log_codes,
+            "precision": PRECISION_CODES,
+        }[kind]
         healthy = bool(raw.get("healthy", False))
         expects = []
         for e in raw.get("expect") or []:

@@ -4,7 +4,7 @@ This is how the benchmark's labels are checked: each broken set-up must really s
 healthy set-up must really train. The rules are deliberately simple and generous (they confirm that a
 fault is present; they are not a detector): see `RULES` below for every threshold.
 
-    python -m benchmarks.faults.oracle            # every probe case: expected codes vs what is measured
+    python -m benchmarks.faults.oracle            # every probe and precision case: expected vs measured
     python -m benchmarks.faults.oracle CASE_ID    # one case, with the raw measurements
 
 Runs in the interpreter that has torch (the project's .venv).
@@ -311,6 +311,42 @@ def codes_from(m: dict[str, Any], model: Any) -> dict[str, Any]:
     return found
 
 
+def precision_origin(contract: dict[str, Any], rtol: float = 0.05) -> tuple[str | None, dict[str, float]]:
+    """Per-module relative output error of a bf16-autocast forward against fp32; the first module
+    (in execution order) beyond `rtol` whose predecessor was within it."""
+    import torch
+
+    model = contract["model"]
+    batch = contract["batches"][0] if "batches" in contract else contract["batch"]
+    runs: list[dict[str, Any]] = []
+    for low in (False, True):
+        store: dict[str, Any] = {}
+
+        def make(name: str, store: dict[str, Any] = store) -> Any:
+            def hook(mod: Any, inputs: Any, output: Any) -> None:
+                out = output[0] if isinstance(output, tuple) else output
+                store[name] = out.detach().float().clone()
+
+            return hook
+
+        handles = [mod.register_forward_hook(make(n)) for n, mod in model.named_modules() if n]
+        try:
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+                _loss_of(contract, model, batch)
+        finally:
+            for h in handles:
+                h.remove()
+        runs.append(store)
+    errors = {n: float((runs[0][n] - runs[1][n]).norm() / (runs[0][n].norm() + 1e-12)) for n in runs[0]}
+    origin, prev_ok = None, True
+    for name, err in errors.items():
+        if err > rtol and prev_ok:
+            origin = name
+            break
+        prev_ok = err <= rtol
+    return origin, errors
+
+
 def check_case(path: Path) -> dict[str, Any]:
     import torch
 
@@ -325,8 +361,17 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     manifest = load_manifest()
-    cases = [c for c in manifest.cases if c.kind == "probe" and (not argv or c.id in argv)]
     bad = 0
+    for case in (c for c in manifest.cases if c.kind == "precision" and (not argv or c.id in argv)):
+        origin, errors = precision_origin(load_setup(case.path))
+        expected_mods = [m for e in case.expect for m in (e.module or ())]
+        ok = origin is None if case.healthy else origin in expected_mods
+        bad += not ok
+        worst = max(errors.values()) if errors else 0.0
+        print(
+            f"{'ok' if ok else 'MISMATCH':8} {case.id}: bf16 origin {origin!r} (expected {expected_mods or 'none'}), worst rel error {worst:.3g}"
+        )
+    cases = [c for c in manifest.cases if c.kind == "probe" and (not argv or c.id in argv)]
     for case in cases:
         res = check_case(case.path)
         found = res["found"]
