@@ -22,7 +22,7 @@ from benchmarks.faults.manifest import load_manifest
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.faults", description=__doc__.splitlines()[0])
-    ap.add_argument("--kind", choices=("probe", "logs"), help="only cases of this kind")
+    ap.add_argument("--kind", choices=("probe", "logs", "precision"), help="only cases of this kind")
     ap.add_argument("--only", nargs="+", metavar="ID", help="only these case ids (the docs are not written)")
     ap.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per case (default 600)")
