@@ -46,7 +46,9 @@ class CheckpointDiff(BaseModel):
     b: str
     kind_a: str
     kind_b: str
-    identical: bool = Field(description="same keys (after explained prefixes), shapes, dtypes and values")
+    identical: bool = Field(
+        description="same keys and no prefix to explain, same shapes, dtypes and values (within rtol/atol)"
+    )
     n_tensors_a: int
     n_tensors_b: int
     matched: int
@@ -273,7 +275,6 @@ def build_diff(
         or out.shape_mismatches
         or out.dtype_mismatches
         or out.n_value_differences
-        or out.values_close
         or non_tensor
     )
     if model_side:

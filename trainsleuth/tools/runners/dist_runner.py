@@ -417,9 +417,7 @@ def worker(args):
                     loss = common.compute_loss(wrapped, my_shard, loss_fn)
                     loss.backward()
                     loss_value = float(loss.detach())
-                ok = True
             except Exception as exc:
-                ok = False
                 step_error = {
                     "kind": "step_failed",
                     "step": step,
@@ -432,7 +430,6 @@ def worker(args):
                 if rank == 0:
                     summary["step_errors"] = {str(r): s for r, s in enumerate(statuses) if s}
                 break
-            del ok
             loss_t = torch.tensor([loss_value], dtype=torch.float64, device=comm_device)
             all_losses = [torch.zeros_like(loss_t) for _ in range(world)]
             dist.all_gather(all_losses, loss_t)
