@@ -106,7 +106,14 @@ async def test_single_process_by_pid_has_no_mismatch(workspace: Path) -> None:
         [p] = result.structured_content["processes"]
         assert p["role"] == "process" and p["collective"] is None
         assert any(f["name"] == "wait_here" for f in p["main_stack"])
+        assert p["where"] == "wait_here (idle.py:4)"
         assert result.structured_content["findings"] == []
+        async with Client(server) as client:
+            native = await client.call_tool("dump_stacks", {"pids": [proc.pid], "samples": 1, "native": True})
+        assert not native.is_error, native.content[0].text
+        [p] = native.structured_content["processes"]
+        assert any(".so" in f["file"] for f in p["main_stack"])  # C frames: libc, libpython
+        assert p["where"] == "wait_here (idle.py:4)"
     finally:
         kill_tree(proc.pid)
         proc.wait(timeout=10)

@@ -295,9 +295,18 @@ def _dump(
         return None, f"py-spy printed no JSON: {res.stdout_tail[-300:]}"
 
 
+NATIVE_FILE = re.compile(r"\.(so(\.[0-9.]+)?|dylib|dll|pyd)$")
+
+
 def _is_library(file: str) -> bool:
     f = file.replace("\\", "/")
-    return "/site-packages/" in f or "/dist-packages/" in f or "/lib/python3" in f or f.startswith("<frozen")
+    return (
+        "/site-packages/" in f
+        or "/dist-packages/" in f
+        or "/lib/python3" in f
+        or f.startswith("<frozen")
+        or bool(NATIVE_FILE.search(f))
+    )
 
 
 def _frame_text(fr: dict[str, Any]) -> str:
