@@ -154,6 +154,11 @@ def test_claude_code_open_investigation_denies_source_edits(repo: Path) -> None:
         reason = _deny_reason_claude(outcome.stdout)
         assert iid in reason and "without an approved diagnosis" in reason
         assert "Next step:" in reason and "submit_diagnosis" in reason
+    # The session may run from another folder: the edited file's own workspace state decides.
+    elsewhere = claude_event(repo.parent, "Write", {"file_path": str(repo / "train.py"), "content": "x"})
+    assert iid in _deny_reason_claude(run_hook("claude-code", elsewhere).stdout)
+    nested = claude_event(repo, "Bash", {"command": "cd src && echo x > ../train.py"})
+    assert iid in _deny_reason_claude(run_hook("claude-code", nested).stdout)
 
 
 def test_claude_code_allows_reads_tests_artefacts_and_outside_files(repo: Path, tmp_path: Path) -> None:
@@ -293,6 +298,8 @@ def test_cli_hook_subprocess_with_real_stdin(repo: Path) -> None:
         ("dd if=/dev/zero of=blob.bin", ["blob.bin"]),
         ("ls\ntouch new.py", ["new.py"]),
         ("git log --oneline | head", []),
+        ("cd src && echo x > ../train.py", ["train.py"]),
+        ("cd /tmp; touch a.py", ["/tmp/a.py"]),
     ],
 )
 def test_shell_write_detection(command: str, targets: list[str]) -> None:

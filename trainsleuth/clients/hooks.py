@@ -169,39 +169,53 @@ def shell_write_targets(command: str) -> list[str]:
         # Unbalanced quotes: fall back to a plain scan for write operators.
         return [""] if re.search(r">|\btee\b|\bsed\s+-i|\b(cp|mv|rm)\b", command) else []
     written: list[str] = []
+    cwd = ""  # `cd DIR` earlier in the line moves where relative targets are
     for raw in commands:
-        words, targets = _redirect_targets(raw)
-        written += targets
-        while words and (words[0] in _WRAPPERS or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])):
-            words = words[1:]
-            while words and words[0].startswith("-"):
-                words = words[1:]
-        if not words:
+        if raw[0] == "cd":
+            dest = raw[1] if len(raw) > 1 else "~"
+            cwd = dest if os.path.isabs(dest) or dest.startswith("~") else os.path.join(cwd, dest)
             continue
-        prog = os.path.basename(words[0])
-        args = words[1:]
-        operands = [a for a in args if not a.startswith("-")]
-        if prog == "tee":
-            written += [a for a in operands if a not in _SAFE_TARGETS]
-        elif prog in ("sed", "perl") and _edits_in_place(args):
-            has_script_option = any(a in ("-e", "-f") or a.startswith("--expression") for a in args)
-            written += (operands if has_script_option and prog == "sed" else operands[1:]) or [""]
-        elif prog in _WRITE_ALL_ARGS or prog == "mv":  # mv also removes its sources
-            written += operands or [""]
-        elif prog in _WRITE_LAST_ARG:
-            if "-t" in args:
-                idx = args.index("-t")
-                written += [args[idx + 1]] if idx + 1 < len(args) else [""]
-            else:
-                written += operands[-1:] or [""]
-        elif prog == "dd":
-            written += [a[3:] for a in args if a.startswith("of=")]
-        elif prog == "patch" or (prog == "git" and args[:1] and args[0] in ("apply", "am", "restore")):
-            written.append("")
-        elif prog == "git" and args[:1] == ["checkout"] and "--" in args:
-            written += args[args.index("--") + 1 :] or [""]
-        elif prog == "git" and args[:2] == ["reset", "--hard"]:
-            written.append("")
+        for target in _command_targets(raw):
+            relative = target and not os.path.isabs(target) and not target.startswith("~")
+            written.append(os.path.normpath(os.path.join(cwd, target)) if cwd and relative else target)
+    return written
+
+
+def _command_targets(raw: list[str]) -> list[str]:
+    """Files one simple command writes (relative to where it runs)."""
+    written: list[str] = []
+    words, targets = _redirect_targets(raw)
+    written += targets
+    while words and (words[0] in _WRAPPERS or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])):
+        words = words[1:]
+        while words and words[0].startswith("-"):
+            words = words[1:]
+    if not words:
+        return written
+    prog = os.path.basename(words[0])
+    args = words[1:]
+    operands = [a for a in args if not a.startswith("-")]
+    if prog == "tee":
+        written += [a for a in operands if a not in _SAFE_TARGETS]
+    elif prog in ("sed", "perl") and _edits_in_place(args):
+        has_script_option = any(a in ("-e", "-f") or a.startswith("--expression") for a in args)
+        written += (operands if has_script_option and prog == "sed" else operands[1:]) or [""]
+    elif prog in _WRITE_ALL_ARGS or prog == "mv":  # mv also removes its sources
+        written += operands or [""]
+    elif prog in _WRITE_LAST_ARG:
+        if "-t" in args:
+            idx = args.index("-t")
+            written += [args[idx + 1]] if idx + 1 < len(args) else [""]
+        else:
+            written += operands[-1:] or [""]
+    elif prog == "dd":
+        written += [a[3:] for a in args if a.startswith("of=")]
+    elif prog == "patch" or (prog == "git" and args[:1] and args[0] in ("apply", "am", "restore")):
+        written.append("")
+    elif prog == "git" and args[:1] == ["checkout"] and "--" in args:
+        written += args[args.index("--") + 1 :] or [""]
+    elif prog == "git" and args[:2] == ["reset", "--hard"]:
+        written.append("")
     return written
 
 
@@ -237,31 +251,37 @@ def decide(
     targets = list(targets)
     if not targets:
         return Decision(True, "this call does not edit files")
-    ws = workspace or find_workspace(base)
     paths = [(_resolve(t, base) if t else base / "?") for t in targets]
-    gated: list[Path] = []
+    # Each edited file is gated by the investigations of the workspace it lies in: the nearest folder
+    # above it holding trainsleuth state (or --workspace / --state when given).
+    groups: dict[Path, list[Path]] = {}
     for p in paths:
-        root = workspace or find_workspace(p.parent)
-        if not (root == ws or ws in p.parents):
-            # A file in another workspace is gated by that workspace's own state.
-            if (root / STATE_DIR_NAME / DB_NAME).exists() and root != p.parent:
-                ws = root
-            else:
-                continue
         if p.name != "?" and is_exempt(p):
             continue
-        gated.append(p)
-    if not gated:
+        if workspace is not None:
+            if not (p == workspace or workspace in p.parents):
+                continue  # outside the workspace this hook guards
+            root = workspace
+        else:
+            root = find_workspace(p.parent)
+            if state_path is None and not (root / STATE_DIR_NAME / DB_NAME).exists():
+                continue  # no trainsleuth state governs this file
+        groups.setdefault(root, []).append(p)
+    if not groups:
         return Decision(
             True,
-            "only tests, investigation artefacts or files outside the workspace are written",
+            "only tests, investigation artefacts or files outside any trainsleuth workspace are written",
             targets=targets,
         )
-    status = edit_gate_status(ws, state_path)
-    shown = [str(p) if p.name != "?" else f"files in {p.parent}" for p in gated]
-    if status.allowed:
-        return Decision(True, status.reason, status.next_step, status.investigation_id, shown)
-    return Decision(False, status.reason, status.next_step, status.investigation_id, shown)
+    last = None
+    for root, gated in groups.items():
+        status = edit_gate_status(root, state_path)
+        shown = [str(p) if p.name != "?" else f"files in {p.parent}" for p in gated]
+        if not status.allowed:
+            return Decision(False, status.reason, status.next_step, status.investigation_id, shown)
+        last = Decision(True, status.reason, status.next_step, status.investigation_id, shown)
+    assert last is not None
+    return last
 
 
 # ------------------------------------------------------------------------------ client formats
