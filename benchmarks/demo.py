@@ -33,16 +33,26 @@ def _trainsleuth() -> str:
     return str(Path(sys.executable).parent / "trainsleuth")
 
 
-def run_demo_once() -> float:
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_demo_once() -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the demo's whole process tree: client, server, its children)."""
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
+        cpu0 = _children_cpu()
         start = time.perf_counter()
         proc = subprocess.run(
             [_trainsleuth(), "demo", "--out", str(Path(tmp) / "out")], capture_output=True, text=True
         )
         elapsed = time.perf_counter() - start
+        cpu = _children_cpu() - cpu0
         if proc.returncode != 0:
             raise RuntimeError(f"trainsleuth demo failed: {proc.stderr[-2000:]}")
-        return elapsed
+        return elapsed, cpu
 
 
 def run_direct_once() -> float:
