@@ -1,22 +1,126 @@
-"""`trainsleuth probe` (issue 5): wired when its capability lands."""
+"""`trainsleuth probe ENTRYPOINT`: run a model for a few steps and report gradient findings.
+
+    trainsleuth probe train.py:make_probe [--steps N] [--python PYTHON] [--timeout S]
+                      [--memory-limit MB] [--json] [--plot out.png] [--fail-on LEVEL]
+    trainsleuth probe --read RUN_DIR      # a live-mode run written by trainsleuth.probe.attach
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 from typing import Any
+
+LEVELS = ("info", "warning", "error", "never")
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "probe",
         help="run a model for a few steps and report gradient findings",
-        description="probe ENTRYPOINT: run a model for a few steps and report gradient findings",
+        description="Run ENTRYPOINT's model for a few real steps on one fixed batch (in the project's own "
+        "interpreter) and report gradient findings: NaN/Inf origins, dead or vanishing paths, parameters "
+        "that get no gradient or are never updated, loss-weighting problems.",
     )
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("entrypoint", nargs="?", help="path/to/file.py:function or package.module:function")
+    p.add_argument("--steps", type=int, default=8, help="probe steps on one fixed batch (default: 8)")
+    p.add_argument(
+        "--python", default=None, help="interpreter that runs the model (default: ./.venv if present, else this one)"
+    )
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="kill the run after S seconds (default: 300)")
+    p.add_argument("--memory-limit", type=float, default=None, metavar="MB", help="kill the run above MB resident memory")
+    p.add_argument("--json", action="store_true", help="print one JSON object (its 'findings' list) on stdout")
+    p.add_argument("--plot", default=None, metavar="PNG", help="write a PNG of per-layer gradient norms")
+    p.add_argument(
+        "--fail-on",
+        choices=LEVELS,
+        default="never",
+        help="exit 1 when a finding of this severity or worse is reported (default: never)",
+    )
+    p.add_argument("--read", default=None, metavar="RUN_DIR", help="read a live-mode run folder instead of probing")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from trainsleuth.cli import not_available
+def _fails(findings: list[Any], level: str) -> bool:
+    if level == "never":
+        return False
+    rank = {"info": 0, "warning": 1, "error": 2}
+    return any(rank[f.severity] >= rank[level] for f in findings)
 
-    return not_available("probe", 5)
+
+def _error(args: argparse.Namespace, kind: str, message: str, next_step: str | None = None) -> int:
+    from trainsleuth.cli import EXIT_ERROR
+
+    if args.json:
+        print(json.dumps({"ok": False, "error": {"kind": kind, "message": message, "next_step": next_step}}))
+    print(f"trainsleuth probe: {message}", file=sys.stderr)
+    if next_step:
+        print(f"next step: {next_step}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainsleuth.cli import EXIT_EXPECTATION, EXIT_OK, EXIT_USAGE
+    from trainsleuth.tools.probe.plot import grad_norm_png
+    from trainsleuth.tools.probe.report import ProbeError, render_report, run_probe
+
+    if args.read:
+        from trainsleuth.tools.probe.live import read_probe_run
+
+        try:
+            live = read_probe_run(Path(args.read))
+        except ProbeError as exc:
+            return _error(args, exc.kind, exc.message, exc.next_step)
+        if args.json:
+            print(json.dumps({"ok": True, **live.model_dump(mode="json"), "healthy": live.healthy}))
+        else:
+            print(f"Live probe run {live.run_dir}: {live.steps_recorded} recorded step(s).")
+            for f in live.findings:
+                print("  " + f.one_line())
+            if live.healthy:
+                print("No warnings or errors.")
+        layers = live.layer_grad_rms
+        findings = live.findings
+    else:
+        if not args.entrypoint:
+            print("trainsleuth probe: give ENTRYPOINT (path/to/file.py:function) or --read RUN_DIR", file=sys.stderr)
+            return EXIT_USAGE
+        if not 1 <= args.steps <= 200:
+            print("trainsleuth probe: --steps must be between 1 and 200", file=sys.stderr)
+            return EXIT_USAGE
+        from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
+
+        cwd = Path.cwd()
+        try:
+            python = resolve_interpreter(args.python, cwd)
+        except InterpreterError as exc:
+            return _error(args, "interpreter_failed", str(exc), "pass an existing interpreter with --python")
+        try:
+            report = run_probe(
+                args.entrypoint,
+                python=python,
+                cwd=cwd,
+                steps=args.steps,
+                timeout_s=args.timeout,
+                memory_limit_mb=args.memory_limit,
+            )
+        except ProbeError as exc:
+            message = exc.message
+            if exc.detail and not args.json:
+                message += "\n" + exc.detail[-1500:]
+            return _error(args, exc.kind, message, exc.next_step)
+        if args.json:
+            print(json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy}))
+        else:
+            print(render_report(report))
+        layers = report.layer_grad_rms
+        findings = report.findings
+    if args.plot:
+        png = grad_norm_png(layers)
+        if png is None:
+            print("trainsleuth probe: no gradient norms to plot", file=sys.stderr)
+        else:
+            Path(args.plot).write_bytes(png)
+    return EXIT_EXPECTATION if _fails(findings, args.fail_on) else EXIT_OK

@@ -1,35 +1,244 @@
-"""Gradient-probe tools (issue 5). Placeholders until the probe lands."""
+"""Gradient-probe tools (issue 5): `probe_gradients` and `read_probe_run`."""
 
 from __future__ import annotations
 
-from trainsleuth.server.registry import AnalysisInput, ToolRegistry, WorkspacePath
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from trainsleuth.server.registry import (
+    AnalysisInput,
+    AnalysisOutput,
+    ExistingPath,
+    ToolCall,
+    ToolFailure,
+    ToolRegistry,
+)
+from trainsleuth.tools.findings import Finding
 
 ISSUE = 5
 
 
 class ProbeInput(AnalysisInput):
+    entrypoint: str = Field(
+        description="path/to/file.py:function (relative to the workspace) or package.module:function; "
+        "the function returns {'model', 'batch' or 'batches', optional 'loss_fn', 'optimizer', 'step_fn'}"
+    )
+    steps: int = Field(default=8, ge=1, le=200, description="probe steps on one fixed batch")
+    python: str | None = Field(
+        default=None,
+        description="interpreter that runs the model (default: the workspace's .venv, else the server's own); "
+        "must be inside a workspace, the server's own, or allowed with --allow-python",
+    )
+    timeout_s: float = Field(default=300.0, gt=0, le=3600, description="kill the run (whole tree) after this")
+    memory_limit_mb: float | None = Field(
+        default=None, gt=0, description="kill the run when its process tree exceeds this resident memory"
+    )
+
+
+class ProbeOutput(AnalysisOutput):
     entrypoint: str
-    steps: int = 3
+    interpreter: str
+    steps: int
+    mode: str
+    healthy: bool
+    findings: list[Finding]
+    losses: list[float | str | None]
+    global_grad_norms: list[float | str | None]
+    table: list[dict[str, Any]] = Field(description="per-module gradient/parameter norms and update ratios")
+    environment: dict[str, Any]
+    unknown_keys: list[str] = Field(default_factory=list)
+
+    def render_text(self) -> str:
+        from trainsleuth.tools.probe.report import ProbeReport, render_report
+
+        report = ProbeReport.model_validate(self.model_dump(exclude={"healthy", "evidence_id"}))
+        text = render_report(report)
+        if self.evidence_id:
+            text += f"\nStored as evidence {self.evidence_id}."
+        return text
+
+    def evidence_summary(self) -> str:
+        if self.healthy:
+            return f"probe {self.entrypoint}: healthy over {self.steps} step(s)"
+        codes = ", ".join(f"{f.code}@{f.module or '-'}" for f in self.findings if f.severity != "info")
+        return f"probe {self.entrypoint}: {codes}"[:300]
 
 
 class ReadProbeRunInput(AnalysisInput):
-    run_dir: WorkspacePath
+    run_dir: ExistingPath = Field(description="the run_dir given to trainsleuth.probe.attach")
+
+
+class ReadProbeRunOutput(AnalysisOutput):
+    run_dir: str
+    healthy: bool
+    steps_recorded: int
+    first_step: int | None
+    last_step: int | None
+    findings: list[Finding]
+    trends: dict[str, list[tuple[int, float | str | None]]]
+    table: list[dict[str, Any]]
+    meta: dict[str, Any]
+    skipped_lines: int = 0
+
+    def render_text(self) -> str:
+        lines = [
+            f"Live probe run {self.run_dir}: {self.steps_recorded} recorded step(s) "
+            f"({self.first_step}..{self.last_step}), {'healthy' if self.healthy else 'problems found'}."
+        ]
+        lines += ["  " + f.one_line() for f in self.findings]
+        loss = self.trends.get("loss") or []
+        if loss:
+            lines.append("Loss trend: " + ", ".join(f"{s}:{v}" for s, v in loss[-12:]))
+        if self.evidence_id:
+            lines.append(f"Stored as evidence {self.evidence_id}.")
+        return "\n".join(lines)
+
+    def evidence_summary(self) -> str:
+        codes = ", ".join(f.code for f in self.findings if f.severity != "info") or "healthy"
+        return f"live probe run {self.run_dir}: {codes}"[:300]
+
+
+def check_interpreter(call: ToolCall, python: str | None) -> Path:
+    """The interpreter to run user code with, or ToolFailure when the policy forbids it."""
+    from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
+
+    workspace = call.ctx.workspace
+    try:
+        path = resolve_interpreter(python, workspace)
+    except InterpreterError as exc:
+        raise ToolFailure(str(exc), "pass an existing interpreter, e.g. the project's .venv/bin/python") from None
+    absolute = Path(os.path.abspath(path))
+    allowed = [Path(sys.executable), *call.ctx.config.allowed_interpreters]
+    same = any(
+        absolute == Path(os.path.abspath(a)) or absolute.resolve() == Path(a).resolve() for a in allowed
+    )
+    if not same and not call.ctx.policy.contains(absolute):
+        raise ToolFailure(
+            f"interpreter {str(absolute)!r} is outside the workspace and not allowed: tools only run code with an "
+            "interpreter inside a workspace (e.g. its .venv), the server's own, or one allowed with --allow-python",
+            f"use the project's .venv inside the workspace, or restart the server with --allow-python {absolute}",
+        )
+    return absolute
+
+
+def _entrypoint_in_workspace(call: ToolCall, entrypoint: str) -> str:
+    target, sep, func = entrypoint.rpartition(":")
+    if not sep or not target or not func:
+        raise ToolFailure(
+            f"entrypoint {entrypoint!r} must look like path/to/file.py:function or package.module:function",
+            "pass e.g. train.py:make_probe",
+        )
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        resolved = call.ctx.policy.resolve(target, field="entrypoint")
+        return f"{resolved}:{func}"
+    return entrypoint
+
+
+def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
+    from trainsleuth.tools.probe.plot import grad_norm_png
+    from trainsleuth.tools.probe.report import ProbeError, run_probe
+
+    python = check_interpreter(call, args.python)
+    entry = _entrypoint_in_workspace(call, args.entrypoint)
+    call.progress(0, args.steps, f"probing {args.entrypoint} with {python}")
+    try:
+        report = run_probe(
+            entry,
+            python=python,
+            cwd=call.ctx.workspace,
+            steps=args.steps,
+            timeout_s=args.timeout_s,
+            memory_limit_mb=args.memory_limit_mb,
+            cancel_event=call.cancel_event,
+        )
+    except ProbeError as exc:
+        message = exc.message
+        if exc.detail and exc.kind in ("import_error", "entrypoint_raised", "step_raised", "runner_failed"):
+            message += "\n" + exc.detail[-1500:]
+        raise ToolFailure(message, exc.next_step) from None
+    call.progress(args.steps, args.steps, "probe finished")
+    png = grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {args.entrypoint}")
+    if png:
+        call.add_image(png)
+    return ProbeOutput(
+        entrypoint=args.entrypoint,
+        interpreter=report.interpreter,
+        steps=report.steps,
+        mode=report.mode,
+        healthy=report.healthy,
+        findings=report.findings,
+        losses=report.losses,
+        global_grad_norms=report.global_grad_norms,
+        table=report.table,
+        environment=report.environment,
+        unknown_keys=report.unknown_keys,
+    )
+
+
+def read_probe_run(args: ReadProbeRunInput, call: ToolCall) -> ReadProbeRunOutput:
+    from trainsleuth.tools.probe.live import read_probe_run as read_run
+    from trainsleuth.tools.probe.plot import grad_norm_png
+    from trainsleuth.tools.probe.report import ProbeError
+
+    try:
+        report = read_run(Path(args.run_dir))
+    except ProbeError as exc:
+        raise ToolFailure(exc.message, exc.next_step) from None
+    png = grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)")
+    if png:
+        call.add_image(png)
+    return ReadProbeRunOutput(
+        run_dir=report.run_dir,
+        healthy=report.healthy,
+        steps_recorded=report.steps_recorded,
+        first_step=report.first_step,
+        last_step=report.last_step,
+        findings=report.findings,
+        trends=report.trends,
+        table=report.table,
+        meta=report.meta,
+        skipped_lines=report.skipped_lines,
+    )
 
 
 def register(registry: ToolRegistry) -> None:
-    registry.placeholder(
+    registry.add(
         "probe_gradients",
+        probe_gradients,
         input_model=ProbeInput,
-        description="Run the user's model for a few steps and localise gradient problems.",
+        output_model=ProbeOutput,
+        description=(
+            "Run the user's model for a few real steps on one fixed batch (in the project's interpreter, "
+            "in a killable subprocess) and report gradient problems: where NaN/Inf first appears (forward "
+            "and backward), exploding/vanishing/imbalanced gradients, dead ReLUs, saturated tanh/sigmoid, "
+            "parameters with no gradient or never updated, update ratios, loss-term imbalance, stale "
+            "gradients, un-normalized inputs, and whether the loss goes down. Returns findings, a per-module "
+            "table and a PNG of per-layer gradient norms."
+        ),
         title="Probe gradients",
-        issue=ISSUE,
         read_only=False,
+        destructive=False,
         idempotent=False,
+        open_world=False,
+        issue=ISSUE,
     )
-    registry.placeholder(
+    registry.add(
         "read_probe_run",
+        read_probe_run,
         input_model=ReadProbeRunInput,
-        description="Read findings and trends written by trainsleuth.probe.attach in a training loop.",
+        output_model=ReadProbeRunOutput,
+        description=(
+            "Read findings and trends (loss, gradient norm) written by trainsleuth.probe.attach(model, "
+            "optimizer, every=N, run_dir=...) inside a training loop."
+        ),
         title="Read probe run",
+        read_only=True,
+        destructive=False,
+        idempotent=True,
+        open_world=False,
         issue=ISSUE,
     )

@@ -203,11 +203,12 @@ def analyze(stats):
         norms = [x for x in norms if x is not None and math.isfinite(x)]
         if not norms or not p.get("numel"):
             return 0.0
-        return (sum(norms) / len(norms)) / math.sqrt(p["numel"])
+        return statistics.median(norms) / math.sqrt(p["numel"])
 
     rms = {p["name"]: grms(p) for p in trainable}
     positive = [v for v in rms.values() if v > 0]
     floor = (statistics.median(positive) * t["grad_floor"]) if positive else 0.0
+    top_rms = max(positive) if positive else 0.0
 
     # --- no_gradient
     pbm = stats.get("params_by_module", {})
@@ -259,6 +260,10 @@ def analyze(stats):
                 if _finite(x) and _num(x) > 0 and (_num(x) / math.sqrt(max(1, p.get("numel", 1)))) > floor
             ]
             changed = p.get("changed_steps") or []
+            in_opt = p.get("in_optimizer", True) is not False
+            lr_zero = _num(p.get("lr")) == 0
+            if in_opt and not lr_zero and rms.get(p["name"], 0.0) < top_rms * 1e-3:
+                continue  # a vanishing gradient can underflow the update; vanishing_gradients covers it
             if got and not changed:
                 if grad_steps >= 2 or not p.get("in_optimizer", True):
                     stuck.add(p["name"])
@@ -526,7 +531,7 @@ def layer_grad_rms(stats):
         if not norms:
             continue
         sq, n = acc.get(mod, (0.0, 0))
-        acc[mod] = (sq + (sum(norms) / len(norms)) ** 2, n + p["numel"])
+        acc[mod] = (sq + statistics.median(norms) ** 2, n + p["numel"])
     rows = [(m, math.sqrt(sq / n)) for m, (sq, n) in acc.items() if n and sq > 0]
     rows.sort(key=lambda r: order.get(r[0]) or 0)
     return rows
@@ -548,7 +553,7 @@ def module_grad_rms(stats):
         if not norms:
             continue
         sq, n = acc.get(mod, (0.0, 0))
-        acc[mod] = (sq + (sum(norms) / len(norms)) ** 2, n + p["numel"])
+        acc[mod] = (sq + statistics.median(norms) ** 2, n + p["numel"])
     return {m: math.sqrt(sq / n) for m, (sq, n) in acc.items() if n and sq > 0}
 
 

@@ -1,0 +1,17 @@
+"""Update ratio far too high: Adam with lr=1.0 (a missing '1e-3 *')."""
+
+import torch
+from torch import nn
+
+
+def broken() -> dict:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+    x = torch.randn(64, 16)
+    y = torch.randint(0, 4, (64,))
+    return {
+        "model": model,
+        "batch": (x, y),
+        "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+        "optimizer": torch.optim.Adam(model.parameters(), lr=1.0),
+    }
