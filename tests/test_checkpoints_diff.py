@@ -221,6 +221,7 @@ async def test_result_is_stored_as_evidence_on_an_investigation(workspace: Path)
         )
         data = _ok(result)
         assert data["evidence_id"]
+        assert f"Stored as evidence {data['evidence_id']}." in result.content[0].text
         assert data["prefix_notes"][0]["prefix"] == "module."
         timeline = await client.call_tool("get_investigation", {"investigation_id": inv})
         assert data["evidence_id"] in timeline.content[0].text or data["evidence_id"] in str(

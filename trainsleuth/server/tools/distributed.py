@@ -124,24 +124,33 @@ class EnvironmentInput(AnalysisInput):
 # ---------------------------------------------------------------------------- outputs
 
 
+def _with_evidence(text: str, evidence_id: str | None) -> str:
+    return f"{text}\nStored as evidence {evidence_id}." if evidence_id else text
+
+
 class CheckDistributedOutput(DistributedReport, AnalysisOutput):
-    pass
+    def render_text(self) -> str:
+        return _with_evidence(DistributedReport.render_text(self), self.evidence_id)
 
 
 class ComparePrecisionOutput(PrecisionReport, AnalysisOutput):
-    pass
+    def render_text(self) -> str:
+        return _with_evidence(PrecisionReport.render_text(self), self.evidence_id)
 
 
 class DumpStacksOutput(StacksReport, AnalysisOutput):
-    pass
+    def render_text(self) -> str:
+        return _with_evidence(StacksReport.render_text(self), self.evidence_id)
 
 
 class DiffCheckpointsOutput(CheckpointDiff, AnalysisOutput):
-    pass
+    def render_text(self) -> str:
+        return _with_evidence(CheckpointDiff.render_text(self), self.evidence_id)
 
 
 class EnvironmentOutput(EnvironmentReport, AnalysisOutput):
-    pass
+    def render_text(self) -> str:
+        return _with_evidence(EnvironmentReport.render_text(self), self.evidence_id)
 
 
 # ---------------------------------------------------------------------------- policy helpers
