@@ -12,9 +12,6 @@ from trainsleuth.server.context import ServerConfig
 
 # Remove a tool from this set in the same commit that makes it real.
 EXPECTED_PLACEHOLDERS = {
-    # issue 5: probe
-    "probe_gradients",
-    "read_probe_run",
 }
 
 
