@@ -4,11 +4,14 @@ or an explicit 'no new knowledge'; plus the suggestions start_investigation make
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import mcp_types as types
 import pytest
 from mcp import Client
 from test_protocol_helpers import Driver, make_repo, text_of
 
+from trainsleuth.protocol.gate import edit_gate_status
 from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
 
@@ -117,3 +120,51 @@ async def test_capture_constraint_and_fix_pattern(tmp_path: Path) -> None:
         )
         inv = await d.get(iid)
         assert inv["knowledge"]["constraint"]["number"] == "4" and inv["timeline"][-1]["kind"] == "closed"
+
+
+async def test_abandoning_an_unresolved_investigation_needs_the_person(tmp_path: Path) -> None:
+    ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
+    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    async with Client(server) as c:  # no elicitation: approver and words
+        d = Driver(c)
+        iid = await d.start(reproducer=REPRO)
+        args = {
+            "investigation_id": iid,
+            "abandon": True,
+            "abandon_reason": "the problem went away with the new data",
+        }
+        await d.refused("capture_knowledge", {"investigation_id": iid, "abandon": True}, "reason")
+        await d.refused("capture_knowledge", args, "approver", "words")
+        await d.approved(iid)
+        await d.ok("begin_fix", {"investigation_id": iid, "description": "lr 1"})
+        await d.refused("capture_knowledge", {**args, "approver": "Ann", "words": "drop it"}, "verify_fix")
+        (ws / "train.py").write_text("lr = 3\n")
+        await d.ok("verify_fix", {"investigation_id": iid, "revert": True})
+        assert not edit_gate_status(ws).allowed
+        out = await d.ok("capture_knowledge", {**args, "approver": "Ann", "words": "drop it"})
+        assert out["phase"] == "abandoned" and out["abandoned"]["path"] == "capture_knowledge"
+        assert "Abandoned unresolved" in Path(out["rca_path"]).read_text()
+        assert edit_gate_status(ws).allowed
+        inv = await d.get(iid)
+        assert (
+            inv["timeline"][-1]["kind"] == "abandoned" and inv["timeline"][-1]["data"]["words"] == "drop it"
+        )
+        await d.refused("begin_fix", {"investigation_id": iid, "description": "x"}, "no approved diagnosis")
+
+    answers = iter(["keep open", "abandon"])
+
+    async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"decision": next(answers), "name": "Bo"})
+
+    async with Client(server, elicitation_callback=person) as c:
+        d = Driver(c)
+        iid = await d.start(reproducer=REPRO)
+        args = {
+            "investigation_id": iid,
+            "abandon": True,
+            "abandon_reason": "duplicate of another investigation",
+        }
+        await d.refused("capture_knowledge", args, "keep the investigation open")
+        assert (await d.get(iid))["phase"] == "investigating"
+        out = await d.ok("capture_knowledge", {**args, "approver": "bot", "words": "ignored"})
+        assert out["abandoned"]["path"] == "elicitation" and out["abandoned"]["approver"] == "Bo"

@@ -1176,6 +1176,62 @@ class Protocol:
 
     # ------------------------------------------------------------------ knowledge
 
+    def abandonable(self, inv_id: str) -> InvestigationView:
+        """The investigation a person would be asked to abandon; refuses when it cannot be."""
+        with self.store.connect() as conn:
+            inv = self._inv_row(conn, inv_id)
+            if inv["phase"] in DONE:
+                raise ProtocolError(
+                    f"investigation {inv_id} is already {inv['phase']}",
+                    "capture_knowledge closes a resolved investigation"
+                    if inv["phase"] == RESOLVED
+                    else "nothing",
+                )
+            if inv["phase"] == FIXING:
+                raise self.refuse(
+                    inv_id,
+                    "a fix attempt is active: it must be verified before the investigation is abandoned",
+                    "verify_fix (with revert: true to undo the attempt), then abandon",
+                )
+            return self._view(conn, inv)
+
+    def abandon(
+        self, inv_id: str, *, reason: str, path: str, approver: str | None, words: str | None, rca_dir: Path
+    ) -> dict[str, Any]:
+        """Close an unresolved investigation as abandoned, with the person's sign-off, and an RCA saying so."""
+        if not reason.strip():
+            raise ProtocolError("abandoning needs a reason", "fill abandon_reason")
+        view = self.abandonable(inv_id)
+        from trainsleuth.protocol.rca import rca_filename, render_rca
+
+        today = dt.datetime.fromtimestamp(self.clock(), tz=dt.timezone.utc).date().isoformat()
+        rca_dir.mkdir(parents=True, exist_ok=True)
+        rca_path = rca_dir / rca_filename(today, view.symptom, inv_id)
+        result: dict[str, Any] = {
+            "rca_path": str(rca_path),
+            "constraint": None,
+            "fix_pattern": None,
+            "abandoned": {"reason": reason, "path": path, "approver": approver, "words": words},
+        }
+        text = render_rca(view, [], result, None, today, abandoned_reason=reason)
+        tmp = rca_path.with_suffix(".md.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(rca_path)
+        with self._tx() as conn:
+            inv = self._inv_row(conn, inv_id)
+            inv["data"]["knowledge"] = result
+            inv["phase"] = gate.PHASE_ABANDONED
+            self._event(
+                conn,
+                inv_id,
+                "abandoned",
+                gate.PHASE_ABANDONED,
+                f"abandoned unresolved by {approver or 'the person'} via {path}: {reason[:300]}",
+                result["abandoned"],
+            )
+            self._save(conn, inv)
+        return result
+
     def capture_knowledge(
         self,
         inv_id: str,

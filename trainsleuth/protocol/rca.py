@@ -28,11 +28,22 @@ def render_rca(
     captured: dict[str, Any],
     no_knowledge_reason: str | None,
     date: str,
+    abandoned_reason: str | None = None,
 ) -> str:
     evidence = {e.id: e for e in view.evidence}
     lines = [
         f"# Root-cause analysis: {view.symptom}",
         "",
+    ]
+    if abandoned_reason:
+        ab = captured.get("abandoned") or {}
+        lines += [
+            f"**Abandoned unresolved** ({ab.get('path', '')}"
+            + (f", by {ab['approver']}" if ab.get("approver") else "")
+            + f"): {abandoned_reason}",
+            "",
+        ]
+    lines += [
         f"- Date: {date}",
         f"- Investigation: {view.id} ({view.pathway} pathway"
         + (f", escalated: {view.escalation['reason']}" if view.escalation else "")

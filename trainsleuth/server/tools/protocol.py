@@ -742,6 +742,16 @@ class CaptureKnowledgeInput(ToolInput):
         description="Default: the project's constraints file (.agents/knowledge/constraints.md unless configured).",
     )
     fix_pattern: bool = Field(default=False, description="Append a fix-pattern record.")
+    abandon: bool = Field(
+        default=False,
+        description=(
+            "Close an UNRESOLVED investigation as abandoned instead (a person confirms: through elicitation, "
+            "else approver and words)."
+        ),
+    )
+    abandon_reason: str | None = Field(default=None, description="Why the investigation is abandoned.")
+    approver: str | None = Field(default=None, description="Abandoning without elicitation: who agreed.")
+    words: str | None = Field(default=None, description="Abandoning without elicitation: their own words.")
     fix_patterns_file: WorkspacePath | None = Field(
         default=None,
         description="Default: the project's fix-pattern file (.agents/knowledge/fix-patterns.md unless configured).",
@@ -750,11 +760,17 @@ class CaptureKnowledgeInput(ToolInput):
 
 class CaptureKnowledgeOutput(StepOutput):
     rca_path: str
+    abandoned: dict[str, Any] | None = None
     constraint: dict[str, Any] | None = None
     fix_pattern: dict[str, Any] | None = None
     no_new_knowledge: str | None = None
 
     def body(self) -> str:
+        if self.abandoned:
+            return (
+                f"Investigation {self.investigation_id} abandoned unresolved ({self.abandoned['reason']}); "
+                f"record: {self.rca_path}"
+            )
         lines = [f"Investigation {self.investigation_id} closed. Root-cause analysis: {self.rca_path}"]
         if self.constraint:
             lines.append(f"New constraint {self.constraint['number']} in {self.constraint['file']}")
@@ -765,11 +781,109 @@ class CaptureKnowledgeOutput(StepOutput):
         return "\n".join(lines)
 
 
+class AbandonForm(BaseModel):
+    """What the person answers when asked to abandon an unresolved investigation."""
+
+    decision: Literal["abandon", "keep open"] = Field(
+        description="Abandon the investigation, or keep it open."
+    )
+    comment: str = Field(default="", description="Your words.")
+    name: str = Field(default="", description="Your name, for the audit trail.")
+
+
+def _make_abandon_resolver(sctx: ServerContext) -> Any:
+    def ask_person_to_abandon(
+        investigation_id: str, abandon: bool, abandon_reason: str | None, ctx: Context
+    ) -> Elicit[AbandonForm] | _NotAsked:
+        if not abandon:
+            return _NotAsked(kind="no_elicitation")
+        if not (abandon_reason or "").strip():
+            return _NotAsked(
+                kind="refused", message="abandoning needs a reason", next_step="fill abandon_reason"
+            )
+        try:
+            view = protocol_for(sctx).abandonable(investigation_id)
+        except ProtocolError as exc:
+            return _NotAsked(kind="refused", message=exc.message, next_step=exc.next_step)
+        if not _client_has_form_elicitation(ctx):
+            return _NotAsked(kind="no_elicitation")
+        return Elicit(
+            f"trainsleuth asks whether to abandon investigation {view.id} ({view.symptom}) unresolved, in phase "
+            f"{view.phase}.\nReason given: {abandon_reason}\nAbandoning closes it without a verified fix.",
+            AbandonForm,
+        )
+
+    return ask_person_to_abandon
+
+
+def _abandon(args: CaptureKnowledgeInput, call: ToolCall, rca_dir: Path) -> CaptureKnowledgeOutput:
+    proto = _proto(call)
+    outcome = call.resolved.get("abandon_confirmation")
+    reason = (args.abandon_reason or "").strip()
+    if isinstance(outcome, AcceptedElicitation) and isinstance(outcome.data, AbandonForm):
+        form = outcome.data
+        if form.decision != "abandon":
+            raise proto.refuse(
+                args.investigation_id,
+                "the person chose to keep the investigation open"
+                + (f": {form.comment}" if form.comment else ""),
+                "continue the investigation: " + proto.get(args.investigation_id).next_step,
+            )
+        path, approver, words = (
+            "elicitation",
+            form.name.strip() or "the person at the client",
+            form.comment or None,
+        )
+    elif isinstance(outcome, (DeclinedElicitation, CancelledElicitation)):
+        raise proto.refuse(
+            args.investigation_id,
+            f"the person did not agree to abandon the investigation ({outcome.action})",
+            "continue the investigation",
+        )
+    else:
+        not_asked = outcome.data if isinstance(outcome, AcceptedElicitation) else None
+        if isinstance(not_asked, _NotAsked) and not_asked.kind == "refused":
+            raise ProtocolError(not_asked.message, not_asked.next_step)
+        if call.ctx.config.elicitation_only:
+            raise proto.refuse(
+                args.investigation_id,
+                "this server accepts a person's decisions only through elicitation, and this client did not "
+                "declare elicitation support",
+                "abandon from a client that supports elicitation (form mode)",
+            )
+        missing = [n for n in ("approver", "words") if not (getattr(args, n) or "").strip()]
+        if missing:
+            raise ProtocolError(
+                "abandoning an investigation needs the person's agreement: without elicitation, pass who agreed "
+                f"and their own words; missing: {', '.join(missing)}",
+                "ask the person, then call capture_knowledge with abandon, abandon_reason, approver and words",
+            )
+        path, approver, words = "capture_knowledge", (args.approver or "").strip(), (args.words or "").strip()
+    result = proto.abandon(
+        args.investigation_id, reason=reason, path=path, approver=approver, words=words, rca_dir=rca_dir
+    )
+    step = _step(call, args.investigation_id)
+    return CaptureKnowledgeOutput(
+        investigation_id=args.investigation_id,
+        rca_path=result["rca_path"],
+        abandoned=result["abandoned"],
+        **step,
+    )
+
+
 def capture_knowledge(args: CaptureKnowledgeInput, call: ToolCall) -> CaptureKnowledgeOutput:
     proto = _proto(call)
     view = proto.get(args.investigation_id)
     ws = Path(view.workspace)
     rca_dir = Path(args.rca_dir) if args.rca_dir else ws / "docs" / "rca"
+    if args.abandon:
+        if args.constraint or args.fix_pattern or args.no_new_knowledge:
+            raise ProtocolError(
+                "abandoning records no knowledge: constraint, fix_pattern and no_new_knowledge do not apply",
+                "call capture_knowledge with abandon and abandon_reason only",
+            )
+        call.ctx.policy.resolve(str(rca_dir), field="rca_dir")
+        return _abandon(args, call, rca_dir)
     from trainsleuth.knowledge.constraints import constraints_path, fix_patterns_path
 
     constraints_file = Path(args.constraints_file) if args.constraints_file else constraints_path(ws)
@@ -979,16 +1093,22 @@ def register(registry: ToolRegistry) -> None:
         idempotent=False,
         open_world=False,
     )
-    add(
+    registry.add(
         "capture_knowledge",
         capture_knowledge,
+        resolved={
+            "abandon_confirmation": Annotated[
+                ElicitationResult[AbandonForm], Resolve(_make_abandon_resolver(registry.ctx))
+            ]
+        },
         input_model=CaptureKnowledgeInput,
         output_model=CaptureKnowledgeOutput,
         title="Capture knowledge",
         description=(
             "Close a resolved investigation: write a root-cause-analysis document into the workspace and, when "
             "asked, append a new constraint and a fix-pattern record to the project's knowledge files; or record "
-            "explicitly that there is no new knowledge."
+            "explicitly that there is no new knowledge. With abandon: true, a person may instead close an "
+            "unresolved investigation as abandoned (recorded with their words)."
         ),
         read_only=False,
         destructive=False,
