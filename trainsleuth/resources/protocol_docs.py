@@ -68,7 +68,8 @@ new diagnosis with a different root cause is approved.
 ## 6. Capture knowledge
 `capture_knowledge` closes a resolved investigation with a root-cause-analysis document
 (default `docs/rca/`), and optionally a new project constraint and a fix-pattern record, or an
-explicit record that there is no new knowledge.
+explicit record that there is no new knowledge. An unresolved investigation can be closed only
+by a person: `capture_knowledge` with `abandon: true` and a reason asks them.
 
 State lives in the workspace (`.trainsleuth/state.db`), so investigations survive restarts;
 `get_investigation` and `investigation://{id}` show the whole timestamped timeline.
