@@ -551,6 +551,9 @@ def _make_approval_resolver(sctx: ServerContext) -> Any:
 def approve_diagnosis(args: ApproveDiagnosisInput, call: ToolCall) -> ApproveDiagnosisOutput:
     proto = _proto(call)
     outcome = call.resolved.get("approval")
+    refused = outcome.data if isinstance(outcome, AcceptedElicitation) else None
+    if isinstance(refused, _NotAsked) and refused.kind == "refused":
+        raise ProtocolError(refused.message, refused.next_step)  # already in the audit trail
     diag = proto.approvable(args.investigation_id, args.diagnosis_id)
     path: Literal["elicitation", "approve_diagnosis"]
     if isinstance(outcome, AcceptedElicitation) and isinstance(outcome.data, ApprovalForm):
