@@ -34,7 +34,7 @@ THRESHOLDS = {
     "update_min_rms": 1e-3,
     # loss_component_imbalance: largest / smallest per-term gradient norm on the shared parameters
     "component_ratio": 100.0,
-    # loss trend on one fixed batch
+    # loss trend on one fixed batch (loss_not_decreasing needs at least 5 finite steps)
     "loss_min_drop": 0.002,
     "loss_diverge": 1.5,
     # input_not_normalized: root-mean-square of a floating-point model input
@@ -589,7 +589,7 @@ def loss_trend(losses, fixed_batch=True, step_offset=0, steps=None):
                 evidence={"losses": [_f(x) for x in vals[:50]], "threshold_ratio": t["loss_diverge"], "fixed_batch": fixed_batch},
             )
         ]
-    if fixed_batch and abs(first) > 1e-6:
+    if fixed_batch and abs(first) > 1e-6 and len(vals) >= 5:
         best = min(vals[1:])
         if best > first - t["loss_min_drop"] * abs(first):
             return [
