@@ -148,6 +148,7 @@ def test_claude_code_open_investigation_denies_source_edits(repo: Path) -> None:
         ("Bash", {"command": "echo 'lr = 1' | tee train.py"}),
         ("Bash", {"command": "cp /tmp/other.py train.py"}),
         ("Bash", {"command": "rm train.py"}),
+        ("mcp__filesystem__write_file", {"path": str(repo / "train.py"), "content": "x"}),
     ]:
         outcome = run_hook("claude-code", claude_event(repo, tool, tool_input))
         assert outcome.exit_code == 0, (tool, tool_input)
@@ -173,6 +174,7 @@ def test_claude_code_allows_reads_tests_artefacts_and_outside_files(repo: Path, 
         ("Bash", {"command": "git status && git diff && pytest -q > /dev/null 2>&1"}),
         ("Bash", {"command": "grep -n 'lr' train.py | head"}),
         ("mcp__trainsleuth__verify_fix", {"investigation_id": "x"}),
+        ("mcp__filesystem__read_text_file", {"path": str(repo / "train.py")}),
     ]:
         outcome = run_hook("claude-code", claude_event(repo, tool, tool_input))
         assert (outcome.stdout, outcome.exit_code) == ("", 0), (tool, tool_input, outcome)

@@ -184,7 +184,7 @@ def test_claude_code_hooks_merge_with_existing_hooks(tmp_path: Path) -> None:
     assert data["permissions"] == {"allow": ["Bash(ls)"]}
     groups = data["hooks"]["PreToolUse"]
     assert groups[0] == mine
-    assert groups[1]["matcher"] == "Edit|Write|MultiEdit|NotebookEdit|Bash"
+    assert groups[1]["matcher"] == "Edit|Write|MultiEdit|NotebookEdit|Bash|mcp__.*"
     assert groups[1]["hooks"][0]["type"] == "command"
     # The command is one shell string; the path with a space is quoted.
     assert groups[1]["hooks"][0]["command"] == "'/opt/ts venv/bin/trainsleuth' hook claude-code"

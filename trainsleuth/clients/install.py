@@ -31,7 +31,7 @@ CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf")
 HOOK_CLIENTS = ("claude-code", "cursor")
 
 # Tools whose calls the edit gate inspects (see trainsleuth/clients/hooks.py).
-CLAUDE_CODE_HOOK_MATCHER = "Edit|Write|MultiEdit|NotebookEdit|Bash"
+CLAUDE_CODE_HOOK_MATCHER = "Edit|Write|MultiEdit|NotebookEdit|Bash|mcp__.*"
 CURSOR_EDIT_MATCHER = "Write|Edit|StrReplace|MultiEdit|Delete|NotebookEdit|EditNotebook"
 
 
