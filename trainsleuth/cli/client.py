@@ -22,7 +22,7 @@ exit codes:
 examples:
   trainsleuth client call analyze_training_log --arg path=train.log --json
   trainsleuth client call probe_gradients --arg entrypoint=train.py:make --arg steps=3
-  trainsleuth client --url http://127.0.0.1:8765/mcp --token "$TOKEN" tools
+  trainsleuth client tools --url http://127.0.0.1:8765/mcp --token "$TOKEN"
   trainsleuth client run ci/trainsleuth.yaml
 """
 
