@@ -12,7 +12,11 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "probe"
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "trainsleuth", "probe", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "trainsleuth", "probe", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -20,7 +24,15 @@ def test_json_findings_fail_on_and_plot(tmp_path: Path) -> None:
     plot = tmp_path / "grads.png"
     r = _cli(
         str(EXAMPLES / "broken_detached.py") + ":broken",
-        "--steps", "3", "--json", "--fail-on", "warning", "--plot", str(plot), "--python", sys.executable,
+        "--steps",
+        "3",
+        "--json",
+        "--fail-on",
+        "warning",
+        "--plot",
+        str(plot),
+        "--python",
+        sys.executable,
         cwd=tmp_path,
     )
     assert r.returncode == 1, r.stderr
@@ -31,7 +43,9 @@ def test_json_findings_fail_on_and_plot(tmp_path: Path) -> None:
 
 
 def test_healthy_text_report_and_bad_entrypoint(tmp_path: Path) -> None:
-    ok = _cli(str(EXAMPLES / "healthy_lstm.py") + ":make", "--steps", "3", "--fail-on", "warning", cwd=tmp_path)
+    ok = _cli(
+        str(EXAMPLES / "healthy_lstm.py") + ":make", "--steps", "3", "--fail-on", "warning", cwd=tmp_path
+    )
     assert ok.returncode == 0, ok.stderr
     assert "healthy" in ok.stdout and "lstm" in ok.stdout
     bad = _cli("nowhere.py:make", "--json", cwd=tmp_path)

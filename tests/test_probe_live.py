@@ -14,7 +14,12 @@ from trainsleuth.tools.probe import read_probe_run
 
 def _model() -> nn.Module:
     return nn.Sequential(
-        nn.Linear(8, 32), nn.ReLU(inplace=True), nn.Dropout(0.2), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4)
+        nn.Linear(8, 32),
+        nn.ReLU(inplace=True),
+        nn.Dropout(0.2),
+        nn.Linear(32, 32),
+        nn.Tanh(),
+        nn.Linear(32, 4),
     )
 
 
@@ -46,7 +51,7 @@ def test_attaching_does_not_change_training(tmp_path: Path) -> None:
     plain = _train(None, 1)
     for every, with_opt in ((1, True), (4, True), (3, False)):
         probed = _train(tmp_path / f"run{every}{with_opt}", every, with_opt=with_opt)
-        assert all(torch.equal(a, b) for a, b in zip(plain, probed)), (every, with_opt)
+        assert all(torch.equal(a, b) for a, b in zip(plain, probed, strict=True)), (every, with_opt)
 
 
 def test_run_folder_has_steps_findings_and_losses(tmp_path: Path) -> None:

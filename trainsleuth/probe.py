@@ -46,12 +46,12 @@ class _LiveRecorder(core.Recorder):
     def _pre(self, module: Any, args: Any, kwargs: Any) -> None:
         if not torch.is_grad_enabled():
             return None
-        return super()._pre(module, args, kwargs)  # type: ignore[no-any-return]
+        return super()._pre(module, args, kwargs)
 
     def _post(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
             return None
-        return super()._post(module, args, kwargs, output)  # type: ignore[no-any-return]
+        return super()._post(module, args, kwargs, output)
 
 
 class ProbeHandle:
@@ -232,7 +232,7 @@ class ProbeHandle:
         modules: dict[str, float] = {}
         nonfinite: list[str] = []
         updates: list[float] = []
-        for (name, p), owner, s in zip(rec.params, rec.owner, rec.pstats):
+        for (name, p), owner, s in zip(rec.params, rec.owner, rec.pstats, strict=True):
             if not p.requires_grad or not s.grad_norms:
                 continue
             g = s.grad_norms[-1]

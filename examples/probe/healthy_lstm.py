@@ -12,7 +12,7 @@ class Classifier(nn.Module):
         self.head = nn.Linear(32, 3)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        out, (h, _c) = self.lstm(self.emb(ids))
+        _out, (h, _c) = self.lstm(self.emb(ids))
         return self.head(h[-1])
 
 

@@ -27,4 +27,9 @@ def make() -> dict:
     model = Model()
     x = torch.randn(64, 16)
     batch = (x, torch.randint(0, 4, (64,)), x[:, :1] * 0.5)
-    return {"model": model, "batch": batch, "loss_fn": _loss, "optimizer": torch.optim.Adam(model.parameters(), lr=1e-3)}
+    return {
+        "model": model,
+        "batch": batch,
+        "loss_fn": _loss,
+        "optimizer": torch.optim.Adam(model.parameters(), lr=1e-3),
+    }

@@ -1,8 +1,8 @@
 """`trainsleuth probe ENTRYPOINT`: run a model for a few steps and report gradient findings.
 
-    trainsleuth probe train.py:make_probe [--steps N] [--python PYTHON] [--timeout S]
-                      [--memory-limit MB] [--json] [--plot out.png] [--fail-on LEVEL]
-    trainsleuth probe --read RUN_DIR      # a live-mode run written by trainsleuth.probe.attach
+trainsleuth probe train.py:make_probe [--steps N] [--python PYTHON] [--timeout S]
+                  [--memory-limit MB] [--json] [--plot out.png] [--fail-on LEVEL]
+trainsleuth probe --read RUN_DIR      # a live-mode run written by trainsleuth.probe.attach
 """
 
 from __future__ import annotations
@@ -27,11 +27,23 @@ def add_parser(sub: Any) -> None:
     p.add_argument("entrypoint", nargs="?", help="path/to/file.py:function or package.module:function")
     p.add_argument("--steps", type=int, default=8, help="probe steps on one fixed batch (default: 8)")
     p.add_argument(
-        "--python", default=None, help="interpreter that runs the model (default: ./.venv if present, else this one)"
+        "--python",
+        default=None,
+        help="interpreter that runs the model (default: ./.venv if present, else this one)",
     )
-    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="kill the run after S seconds (default: 300)")
-    p.add_argument("--memory-limit", type=float, default=None, metavar="MB", help="kill the run above MB resident memory")
-    p.add_argument("--json", action="store_true", help="print one JSON object (its 'findings' list) on stdout")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="kill the run after S seconds (default: 300)",
+    )
+    p.add_argument(
+        "--memory-limit", type=float, default=None, metavar="MB", help="kill the run above MB resident memory"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object (its 'findings' list) on stdout"
+    )
     p.add_argument("--plot", default=None, metavar="PNG", help="write a PNG of per-layer gradient norms")
     p.add_argument(
         "--fail-on",
@@ -39,7 +51,9 @@ def add_parser(sub: Any) -> None:
         default="never",
         help="exit 1 when a finding of this severity or worse is reported (default: never)",
     )
-    p.add_argument("--read", default=None, metavar="RUN_DIR", help="read a live-mode run folder instead of probing")
+    p.add_argument(
+        "--read", default=None, metavar="RUN_DIR", help="read a live-mode run folder instead of probing"
+    )
     p.set_defaults(func=run)
 
 
@@ -85,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
         findings = live.findings
     else:
         if not args.entrypoint:
-            print("trainsleuth probe: give ENTRYPOINT (path/to/file.py:function) or --read RUN_DIR", file=sys.stderr)
+            print(
+                "trainsleuth probe: give ENTRYPOINT (path/to/file.py:function) or --read RUN_DIR",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         if not 1 <= args.steps <= 200:
             print("trainsleuth probe: --steps must be between 1 and 200", file=sys.stderr)

@@ -110,7 +110,9 @@ def check_interpreter(call: ToolCall, python: str | None) -> Path:
     try:
         path = resolve_interpreter(python, workspace)
     except InterpreterError as exc:
-        raise ToolFailure(str(exc), "pass an existing interpreter, e.g. the project's .venv/bin/python") from None
+        raise ToolFailure(
+            str(exc), "pass an existing interpreter, e.g. the project's .venv/bin/python"
+        ) from None
     absolute = Path(os.path.abspath(path))
     allowed = [Path(sys.executable), *call.ctx.config.allowed_interpreters]
     same = any(

@@ -94,7 +94,9 @@ def read_probe_run(run_dir: Path) -> LiveRunReport:
             layers = [(str(n), float(v)) for n, v in data.get("layer_grad_rms", [])]
         except (OSError, ValueError, TypeError) as exc:
             raise ProbeError(
-                "unreadable_run", f"{findings_path} is not readable JSON: {exc}", "let the training run write it again"
+                "unreadable_run",
+                f"{findings_path} is not readable JSON: {exc}",
+                "let the training run write it again",
             ) from exc
     # trends over the whole run (the live findings only cover a recent window)
     losses = [(r["step"], r.get("loss")) for r in records if r.get("loss") is not None]
@@ -108,7 +110,11 @@ def read_probe_run(run_dir: Path) -> LiveRunReport:
             if num is not None and not math.isfinite(num):
                 raw.append(
                     rules.finding(
-                        "nonfinite_loss", "error", f"The loss is {v} at step {s}.", step=s, metric="loss",
+                        "nonfinite_loss",
+                        "error",
+                        f"The loss is {v} at step {s}.",
+                        step=s,
+                        metric="loss",
                         evidence={"loss": v},
                     )
                 )
@@ -121,9 +127,11 @@ def read_probe_run(run_dir: Path) -> LiveRunReport:
         if head > 0 and math.isfinite(tail) and tail / head >= 100:
             raw.append(
                 rules.finding(
-                    "exploding_gradients", "warning",
+                    "exploding_gradients",
+                    "warning",
                     f"The gradient norm grows {tail / head:.3g}x over the run (from {head:.3g} to {tail:.3g}).",
-                    step=norms[0][0], metric="grad_norm",
+                    step=norms[0][0],
+                    metric="grad_norm",
                     evidence={"first_third_mean": head, "last_third_mean": tail, "threshold_ratio": 100},
                 )
             )

@@ -6,7 +6,9 @@ import io
 from collections.abc import Sequence
 
 
-def grad_norm_png(layers: Sequence[tuple[str, float]], *, title: str = "Gradient RMS per layer") -> bytes | None:
+def grad_norm_png(
+    layers: Sequence[tuple[str, float]], *, title: str = "Gradient RMS per layer"
+) -> bytes | None:
     """Bar chart (log scale) of gradient RMS per layer in forward order; None when there is nothing to plot."""
     rows = [(n or "(model)", float(v)) for n, v in layers if v and v > 0]
     if not rows:

@@ -104,7 +104,9 @@ def run_probe(
             NEXT_STEPS["bad_entrypoint"],
         )
     if not 1 <= steps <= MAX_STEPS:
-        raise ProbeError("bad_steps", f"steps must be between 1 and {MAX_STEPS}, got {steps}", "pass a smaller --steps")
+        raise ProbeError(
+            "bad_steps", f"steps must be between 1 and {MAX_STEPS}, got {steps}", "pass a smaller --steps"
+        )
     try:
         outcome = run_runner(
             "probe_runner.py",
@@ -121,7 +123,9 @@ def run_probe(
             message = f"{message} (interpreter: {python})"
         if exc.kind == "contract_error" and exc.key:
             message = f"{message} [contract key: {exc.key!r}]"
-        if exc.kind == "interpreter_failed" or (exc.kind == "runner_failed" and exc.detail and "SyntaxError" in exc.detail):
+        if exc.kind == "interpreter_failed" or (
+            exc.kind == "runner_failed" and exc.detail and "SyntaxError" in exc.detail
+        ):
             message = f"{message} (interpreter: {python})"
         raise ProbeError(
             exc.kind,

@@ -90,9 +90,9 @@ class _ParamStat:
         "none_steps",
         "nonfinite",
         "param_norms",
-        "sumsq",
         "stale",
         "stale_steps",
+        "sumsq",
         "update_ratios",
         "zero_steps",
     )
@@ -125,7 +125,7 @@ class Recorder:
         self.optimizer = optimizer
         self.detail = detail
         self.history = history  # keep at most this many steps of per-param history (live mode)
-        self.names = {}
+        self.names = {}  # type: dict
         self.types = {}
         for name, m in model.named_modules():
             if id(m) not in self.names:
@@ -227,7 +227,9 @@ class Recorder:
         self.losses.append(lval)
         for name, v in (terms or {}).items():
             try:
-                self.loss_terms.setdefault(name, []).append(float(v.detach().float()) if isinstance(v, torch.Tensor) else float(v))
+                self.loss_terms.setdefault(name, []).append(
+                    float(v.detach().float()) if isinstance(v, torch.Tensor) else float(v)
+                )
             except Exception:
                 pass
         total_sq = 0.0
@@ -505,7 +507,7 @@ class Recorder:
             return
         self.paused = True
         try:
-            per_term = {}
+            per_term = {}  # type: dict
             for name, term in terms.items():
                 if not isinstance(term, torch.Tensor) or not term.requires_grad:
                     per_term[name] = [None] * len(trainable)
@@ -513,26 +515,19 @@ class Recorder:
                 grads = torch.autograd.grad(
                     term, [p for _, p in trainable], retain_graph=True, allow_unused=True
                 )
-                per_term[name] = [
-                    None if g is None else g.detach() for g in grads
-                ]
+                per_term[name] = [None if g is None else g.detach() for g in grads]
             shared = [
                 j
                 for j in range(len(trainable))
-                if sum(
-                    1
-                    for g in per_term.values()
-                    if g[j] is not None and bool(g[j].ne(0).any())
-                )
-                >= 2
+                if sum(1 for g in per_term.values() if g[j] is not None and bool(g[j].ne(0).any())) >= 2
             ]
             self.shared_params = len(shared)
             if not shared:
                 return
-            for name, grads in per_term.items():
+            for name, term_grads in per_term.items():
                 sq = 0.0
                 for j in shared:
-                    g = grads[j]
+                    g = term_grads[j]
                     if g is not None:
                         sq += float(torch.linalg.vector_norm(g.float())) ** 2
                 self.term_grad_norms[name] = math.sqrt(sq)
@@ -546,8 +541,10 @@ class Recorder:
         if not evs:
             return None
         roots = [e for e in evs if e["parent"] is None]
-        if roots and all(e["in_finite"] is False for e in roots) and not any(
-            e["in_finite"] and e["out_finite"] is False for e in evs
+        if (
+            roots
+            and all(e["in_finite"] is False for e in roots)
+            and not any(e["in_finite"] and e["out_finite"] is False for e in evs)
         ):
             return {"step": k, "kind": "input", "module": None, "type": None}
         cands = [
@@ -575,11 +572,7 @@ class Recorder:
                 origin["kind"] = "parent_code"
                 origin["last_finite_child"] = last_finite["name"] if last_finite else None
                 origin["first_nonfinite_input_child"] = first_bad["name"] if first_bad else None
-        bad_params = [
-            n
-            for (n, p), o in zip(self.params, self.owner)
-            if o == name and not tensor_finite(p)
-        ]
+        bad_params = [n for (n, p), o in zip(self.params, self.owner) if o == name and not tensor_finite(p)]  # noqa: B905
         if bad_params:
             origin["nonfinite_params"] = bad_params[:10]
         return origin
@@ -601,15 +594,11 @@ class Recorder:
             if any(e["out_grad_nf"] is not None for e in roots):
                 return {"step": k, "module": None, "kind": "loss"}
             if self._param_nf_t:
-                mod = min(self._param_nf_t, key=self._param_nf_t.get)
+                mod = min(self._param_nf_t, key=lambda m: self._param_nf_t[m])
                 return {"step": k, "module": mod or None, "type": self.types.get(mod), "kind": "module"}
             return None
         e = evs[best[1]]
-        bad = [
-            n
-            for (n, _p), o, s in zip(self.params, self.owner, self.pstats)
-            if s.nonfinite
-        ]
+        bad = [n for (n, _p), o, s in zip(self.params, self.owner, self.pstats) if s.nonfinite]  # noqa: B905
         return {
             "step": k,
             "module": e["name"] or None,
@@ -623,7 +612,7 @@ class Recorder:
     def summary(self, *, mode="loss_fn", fixed_batch=True):
         valid = self.steps_done if self.nonfinite_step is None else self.nonfinite_index
         params = []
-        pbm = {}
+        pbm = {}  # type: dict
         for i, (name, p) in enumerate(self.params[:MAX_PARAMS_REPORTED]):
             s = self.pstats[i]
             owner = self.owner[i]
@@ -698,10 +687,12 @@ class Recorder:
 def module_table(stats, limit=200):
     """Per-module rows: grad norm, param norm, update ratio, activation stats (bounded)."""
     steps = max(1, int(stats.get("valid_steps") or 0)) if stats.get("valid_steps") else 0
-    acc = {}
+    acc = {}  # type: dict
     for p in stats.get("params", []):
         mod = p.get("module", "")
-        row = acc.setdefault(mod, {"grad_sq": 0.0, "param_sq": 0.0, "upd": [], "numel": 0, "trainable": 0, "grad": False})
+        row = acc.setdefault(
+            mod, {"grad_sq": 0.0, "param_sq": 0.0, "upd": [], "numel": 0, "trainable": 0, "grad": False}
+        )
         row["numel"] += p.get("numel", 0)
         if p.get("requires_grad"):
             row["trainable"] += p.get("numel", 0)

@@ -103,7 +103,7 @@ def highest_modules(flagged, params_by_module):
     """
     full = [m for m, ps in params_by_module.items() if ps and all(p in flagged for p in ps)]
     full.sort(key=lambda m: (m.count(".") + (1 if m else 0), m))
-    out = []
+    out = []  # type: list
     for m in full:
         if any(m == o or (o == "" or m.startswith(o + ".")) for o in out):
             continue
@@ -116,10 +116,9 @@ def highest_modules(flagged, params_by_module):
 
 def analyze(stats):
     """All probe findings for one statistics record (see `_ts_probe_core.Recorder.summary`)."""
-    out = []
+    out = []  # type: list
     t = THRESHOLDS
     losses = [_num(x) for x in stats.get("losses", [])]
-    nf_step = stats.get("nonfinite_step")
     valid_steps = stats.get("valid_steps", len(losses))
 
     # --- non-finite values
@@ -155,13 +154,17 @@ def analyze(stats):
             msg = f"NaN/Inf first appears in the forward pass at {_display(mod)} ({origin.get('type')}): its inputs were finite, its output is not."
         ev = {k: v for k, v in origin.items() if k not in ("module", "step")}
         out.append(
-            finding("nonfinite_forward", "error", msg, step=origin.get("step"), module=mod or None, evidence=ev)
+            finding(
+                "nonfinite_forward", "error", msg, step=origin.get("step"), module=mod or None, evidence=ev
+            )
         )
     borigin = stats.get("backward_origin")
     if borigin and not origin:
         mod = borigin.get("module")
         where = _display(mod) if borigin.get("kind") != "loss" else "the loss function"
-        msg = f"Forward and loss are finite but the backward pass creates NaN/Inf gradients, first at {where}."
+        msg = (
+            f"Forward and loss are finite but the backward pass creates NaN/Inf gradients, first at {where}."
+        )
         ev = {k: v for k, v in borigin.items() if k not in ("module", "step")}
         out.append(
             finding("nonfinite_gradient", "error", msg, step=borigin.get("step"), module=mod, evidence=ev)
@@ -264,14 +267,11 @@ def analyze(stats):
             lr_zero = _num(p.get("lr")) == 0
             if in_opt and not lr_zero and rms.get(p["name"], 0.0) < top_rms * 1e-3:
                 continue  # a vanishing gradient can underflow the update; vanishing_gradients covers it
-            if got and not changed:
-                if grad_steps >= 2 or not p.get("in_optimizer", True):
-                    stuck.add(p["name"])
-                    info[p["name"]] = {"in_optimizer": p.get("in_optimizer"), "lr": p.get("lr")}
+            if got and not changed and (grad_steps >= 2 or not p.get("in_optimizer", True)):
+                stuck.add(p["name"])
+                info[p["name"]] = {"in_optimizer": p.get("in_optimizer"), "lr": p.get("lr")}
         if stuck:
-            with_grad = {
-                m: [n for n in ps if n in rms and rms[n] > floor] for m, ps in pbm.items()
-            }
+            with_grad = {m: [n for n in ps if n in rms and rms[n] > floor] for m, ps in pbm.items()}
             for mod in highest_modules(stuck, with_grad)[:MAX_LISTED]:
                 names = with_grad.get(mod, [])
                 missing = [n for n in names if info.get(n, {}).get("in_optimizer") is False]
@@ -326,7 +326,9 @@ def analyze(stats):
                             "worst_ratio": _f(worst[0]),
                             "n_params_above": len(high),
                             "threshold": t["update_high"],
-                            "examples": {r[1]["name"]: _f(r[0]) for r in sorted(high, key=lambda r: -r[0])[:MAX_LISTED]},
+                            "examples": {
+                                r[1]["name"]: _f(r[0]) for r in sorted(high, key=lambda r: -r[0])[:MAX_LISTED]
+                            },
                         },
                     )
                 )
@@ -340,19 +342,28 @@ def analyze(stats):
                         "usual is about 1e-3): the learning rate is likely far too low.",
                         step=0,
                         module=None,
-                        evidence={"median_ratio": _f(med), "threshold": t["update_low"], "n_weights": len(ratios)},
+                        evidence={
+                            "median_ratio": _f(med),
+                            "threshold": t["update_low"],
+                            "n_weights": len(ratios),
+                        },
                     )
                 )
 
     # --- gradient magnitudes
     gnorms = [_num(x) for x in stats.get("global_grad_norms", [])[:grad_steps]]
     gnorms = [x for x in gnorms if x is not None and math.isfinite(x)]
-    biggest_param = max(trainable, key=lambda p: max([_num(x) or 0 for x in (p.get("grad_norms") or [0])[:grad_steps]] + [0]), default=None)
+    biggest_param = max(
+        trainable,
+        key=lambda p: max([_num(x) or 0 for x in (p.get("grad_norms") or [0])[:grad_steps]] + [0]),
+        default=None,
+    )
     if gnorms:
         peak = max(gnorms)
         growth = None
         if len(gnorms) >= 3 and all(
-            gnorms[i] > 0 and gnorms[i + 1] / gnorms[i] >= t["explode_growth"] for i in range(len(gnorms) - 3, len(gnorms) - 1)
+            gnorms[i] > 0 and gnorms[i + 1] / gnorms[i] >= t["explode_growth"]
+            for i in range(len(gnorms) - 3, len(gnorms) - 1)
         ):
             growth = gnorms[-1] / gnorms[-3]
         if peak > t["explode_warn"] or growth:
@@ -427,8 +438,8 @@ def analyze(stats):
     terms = stats.get("term_grad_norms") or {}
     vals = {k: _num(v) for k, v in terms.items() if _finite(v) and _num(v) > 0}
     if len(vals) >= 2:
-        hi = max(vals, key=vals.get)
-        lo = min(vals, key=vals.get)
+        hi = max(vals, key=lambda k: vals[k])
+        lo = min(vals, key=lambda k: vals[k])
         if vals[hi] / vals[lo] >= t["component_ratio"]:
             out.append(
                 finding(
@@ -519,7 +530,7 @@ def layer_grad_rms(stats):
     order = {m["name"]: m.get("order") for m in stats.get("modules", [])}
     mtype = {m["name"]: m.get("type") for m in stats.get("modules", [])}
     steps = max(1, int(stats.get("valid_steps", 1)))
-    acc = {}
+    acc = {}  # type: dict
     for p in stats.get("params", []):
         if not p.get("requires_grad") or p.get("ndim", 0) < 2:
             continue
@@ -541,7 +552,7 @@ def module_grad_rms(stats):
     """{module: grad RMS over its direct trainable params that receive gradients} (embeddings excluded)."""
     mtype = {m["name"]: m.get("type") for m in stats.get("modules", [])}
     steps = max(1, int(stats.get("valid_steps", 1)))
-    acc = {}
+    acc = {}  # type: dict
     for p in stats.get("params", []):
         if not p.get("requires_grad"):
             continue
@@ -586,7 +597,11 @@ def loss_trend(losses, fixed_batch=True, step_offset=0, steps=None):
                 f"The loss rises from {window_first:.4g} to {window_last:.4g} across probe steps.",
                 step=steps[0],
                 metric="loss",
-                evidence={"losses": [_f(x) for x in vals[:50]], "threshold_ratio": t["loss_diverge"], "fixed_batch": fixed_batch},
+                evidence={
+                    "losses": [_f(x) for x in vals[:50]],
+                    "threshold_ratio": t["loss_diverge"],
+                    "fixed_batch": fixed_batch,
+                },
             )
         ]
     if fixed_batch and abs(first) > 1e-6 and len(vals) >= 5:

@@ -199,7 +199,7 @@ def main(argv=None):
     ap.add_argument("--cwd", default=None)
     args = ap.parse_args(argv)
     started = time.time()
-    payload = {"ok": False}
+    payload = {"ok": False}  # type: dict
     try:
         import torch
     except ImportError as exc:
