@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     from trainsleuth.clients.demo import DemoFailure, default_out_dir, run_demo
 
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:  # tool output may hold characters a legacy console cannot show
+        reconfigure(errors="replace")
     out = Path(args.out).absolute() if args.out else default_out_dir()
     example = Path(args.example).absolute() if args.example else None
     try:
