@@ -119,3 +119,55 @@ async def test_bad_inputs_are_refused_before_anything_runs(workspace: Path, tmp_
         assert "--allow-python" in r.content[0].text
         r = await client.call_tool("check_distributed", {"entrypoint": "x.py:entry", "nproc": 1})
         assert r.is_error
+
+
+def test_cancelling_kills_every_rank(workspace: Path) -> None:
+    import threading
+    import time
+
+    import psutil
+
+    from trainsleuth.tools.distributed.check import check_distributed
+    from trainsleuth.tools.distributed.errors import AnalysisError
+
+    (workspace / "slow.py").write_text("import time\n\ndef entry():\n    time.sleep(300)\n")
+    cancel = threading.Event()
+    outcome: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            check_distributed(
+                "slow.py:entry", python=Path(sys.executable), cwd=workspace, cancel_event=cancel
+            )
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    me = psutil.Process()
+    workers: list[psutil.Process] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(workers) < 2:
+        time.sleep(0.3)
+        workers = [
+            p
+            for p in me.children(recursive=True)
+            if "--worker" in _cmdline(p) and "torch.distributed.run" not in _cmdline(p)
+        ]
+    assert len(workers) == 2, "the two ranks never started"
+    cancel.set()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    error = outcome["error"]
+    assert isinstance(error, AnalysisError) and "cancelled" in error.message
+    _gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive
+
+
+def _cmdline(proc: Any) -> list[str]:
+    import psutil
+
+    try:
+        return list(proc.cmdline())
+    except psutil.Error:
+        return []
