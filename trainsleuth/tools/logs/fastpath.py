@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainsleuth.tools.logs.errors import has_trigger
+
 # A number as the parsers see one: not glued to a word (`layer_0`, `[default7]` stay literal).
 NUM_PATTERN = (
     r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -33,6 +35,7 @@ LineParser = Callable[[str], list[tuple["float | None", dict[str, float]]]]
 @dataclass
 class Template:
     regex: re.Pattern[str] | None  # None: this shape is parsed line by line
+    strict: re.Pattern[str] | None = None
     groups: int = 0
     step_slot: int | None = None
     slots: list[tuple[int, str]] = field(default_factory=list)  # (group, metric name)
@@ -50,8 +53,8 @@ def _sentinel(token: str) -> tuple[str, float]:
 def build_template(line: str, parser: LineParser) -> Template:
     """Map each number of `line` to the step or a metric, or refuse (regex None)."""
     refuse = Template(regex=None)
-    if len(line) > MAX_TEMPLATE_LINE or "\r" in line.rstrip("\r"):
-        return refuse
+    if len(line) > MAX_TEMPLATE_LINE or "\r" in line.rstrip("\r") or has_trigger(line):
+        return refuse  # error-looking lines always go through the line path (and the error scanner)
     try:
         base = parser(line)
     except Exception:  # the parsers never raise; be safe anyway
@@ -92,21 +95,36 @@ def build_template(line: str, parser: LineParser) -> Template:
 
 
 def _compile(line: str, spans: list[tuple[int, int]], literal: set[int], t: Template) -> Template:
-    parts: list[str] = []
-    pos = 0
+    """Two regexes per shape: a fast one whose number groups are "anything up to the next
+    literal character" (no backtracking; float() validates every token), and a strict one
+    used for a block where the fast one caught something that is not a number."""
+    kept = [(a, b) for k, (a, b) in enumerate(spans) if k not in literal]
     group_of: dict[int, int] = {}
     g = 0
-    for k, (a, b) in enumerate(spans):
-        if k in literal:
-            continue
-        parts.append(re.escape(line[pos:a]))
-        parts.append("(" + _GROUP + ")")
-        group_of[k] = g
-        g += 1
+    for k in range(len(spans)):
+        if k not in literal:
+            group_of[k] = g
+            g += 1
+    lits: list[str] = []
+    pos = 0
+    for a, b in kept:
+        lits.append(line[pos:a])
         pos = b
-    parts.append(re.escape(line[pos:]))
+    tail = line[pos:]
+    fast: list[str] = []
+    strict: list[str] = []
+    for i, lit in enumerate(lits):
+        fast.append(_literal(lit))
+        strict.append(_literal(lit))
+        after = lits[i + 1] if i + 1 < len(lits) else tail
+        stop = after[:1] or "\n"
+        fast.append("([^" + re.escape(stop) + ("\\n" if stop != "\n" else "") + "]+)")
+        strict.append("(" + _GROUP + ")")
+    fast.append(_literal(tail))
+    strict.append(_literal(tail))
     try:
-        t.regex = re.compile("^" + "".join(parts) + "\n", re.M)
+        t.regex = re.compile("^" + "".join(fast) + "\n", re.M)
+        t.strict = re.compile("^" + "".join(strict) + "\n", re.M)
     except re.error:
         t.regex = None
         return t
@@ -116,8 +134,21 @@ def _compile(line: str, spans: list[tuple[int, int]], literal: set[int], t: Temp
     return t
 
 
-# inside a template the number group must not capture: a non-capturing copy of NUM_PATTERN
-_GROUP = f"(?:{NUM_PATTERN})"
+_SPACES = re.compile(" +")
+
+
+def _literal(text: str) -> str:
+    """Literal text of a template; a run of spaces matches any run (aligned columns)."""
+    return " +".join(re.escape(piece) for piece in _SPACES.split(text))
+
+
+def shape_key(line: str) -> str:
+    return _SPACES.sub(" ", NUM_TOKEN.sub("\x00", line))
+
+
+# Inside a template the literal text around a number is fixed, so the number itself needs no
+# look-behind: a simpler pattern keeps the regex engine fast.
+_GROUP = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity)"
 
 
 class BlockSink:
@@ -142,7 +173,7 @@ class TemplateEngine:
         """Count a line's shape (called for lines that went through the line parsers)."""
         if len(line) > MAX_TEMPLATE_LINE or not line:
             return
-        key = NUM_TOKEN.sub("\x00", line)
+        key = shape_key(line)
         t = self.templates.get(key)
         if t is None:
             if len(self.templates) >= MAX_TEMPLATES * 8:
@@ -159,10 +190,19 @@ class TemplateEngine:
             else:
                 self.refused += 1
 
-    def consume(self, block: str, sink: BlockSink) -> str:
-        """Take every line matching an active template out of `block`; return the rest."""
+    @staticmethod
+    def _columns(t: Template, parts: list[str], stride: int, rows: int) -> list[tuple[str, Any]]:
         import numpy as np
 
+        assert t.step_slot is not None
+        out = [("", np.fromiter(map(float, parts[1 + t.step_slot :: stride]), np.float64, rows))]
+        out += [
+            (name, np.fromiter(map(float, parts[1 + g :: stride]), np.float64, rows)) for g, name in t.slots
+        ]
+        return out
+
+    def consume(self, block: str, sink: BlockSink) -> str:
+        """Take every line matching an active template out of `block`; return the rest."""
         rest = block
         self.active.sort(key=lambda t: -t.hits)
         tried = 0
@@ -175,7 +215,7 @@ class TemplateEngine:
             tried += 1
             if tried > MAX_ACTIVE:
                 break
-            assert t.regex is not None
+            assert t.regex is not None and t.strict is not None
             parts = t.regex.split(rest)
             if len(parts) == 1:
                 t.idle_blocks += 1
@@ -183,14 +223,18 @@ class TemplateEngine:
             t.idle_blocks = 0
             stride = t.groups + 1
             rows = (len(parts) - 1) // stride
+            cols: list[tuple[str, Any]] = []
             if t.slots:
                 assert t.step_slot is not None
                 try:
-                    steps = np.array(parts[1 + t.step_slot :: stride], dtype=np.float64)
-                    cols = [(name, np.array(parts[1 + g :: stride], dtype=np.float64)) for g, name in t.slots]
-                except ValueError:  # a token numpy cannot read: leave these lines to the line parsers
-                    self.active.remove(t)
-                    continue
+                    cols = self._columns(t, parts, stride, rows)
+                except ValueError:  # the fast regex caught a non-number: redo this block strictly
+                    parts = t.strict.split(rest)
+                    rows = (len(parts) - 1) // stride
+                    if rows == 0:
+                        continue
+                    cols = self._columns(t, parts, stride, rows)
+                steps = cols.pop(0)[1]
                 for name, values in cols:
                     sink.add_columns(name, steps, values)
                 sink.records += rows

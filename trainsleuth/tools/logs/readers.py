@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.errors import ERROR_TRIGGER, ErrorScanner
+from trainsleuth.tools.logs.errors import ErrorScanner, has_trigger
 from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
 from trainsleuth.tools.logs.textparse import (
     _MEGATRON,
@@ -28,7 +28,7 @@ from trainsleuth.tools.logs.textparse import (
 )
 
 MAX_LINE = 1 << 20  # longer lines are skipped (counted), never held whole
-BLOCK = 4 << 20  # text logs are read in blocks of whole lines
+BLOCK = 8 << 20  # text logs are read in blocks of whole lines
 MAX_JSON_FILE = 256 << 20
 MAX_DIR_ENTRIES = 20000
 MAX_LOG_FILES = 50
@@ -271,10 +271,12 @@ def iter_blocks(path: Path, ctx: ReadContext, size: int) -> Iterator[str]:
     carry = b""
     skipping = False
     next_report = 1 << 26
+    block_size = 1 << 16
     with _open(path) as f:
         while True:
             try:
-                chunk = f.read(BLOCK)
+                chunk = f.read(block_size)
+                block_size = min(BLOCK, block_size * 4)  # small first blocks: templates are learnt early
             except OSError as exc:
                 raise LogInputError(
                     f"{path}: read failed ({exc.strerror or exc})", "check the file"
@@ -429,31 +431,6 @@ class _Sink(BlockSink):
         self.positional = set()
 
 
-def _scan_errors(text: str, first_line: int, ctx: ReadContext, parser: LineParser) -> None:
-    """Find error lines in a block with one regex pass; hand each to the scanner."""
-    scanner = ctx.errors
-    last_end = -1
-    count_pos, count = 0, 0
-    for m in ERROR_TRIGGER.finditer(text):
-        start = text.rfind("\n", 0, m.start()) + 1
-        if start <= last_end:
-            continue
-        end = text.find("\n", m.end())
-        end = len(text) if end < 0 else end
-        count += text.count("\n", count_pos, start)
-        count_pos = start
-        step = _step_before(text, start, parser, ctx.collector.last_step)
-        scanner.scan(text[start:end], first_line + count, step)
-        pos, n = end + 1, 0
-        while scanner.in_traceback and pos < len(text) and n < 200:
-            nxt = text.find("\n", pos)
-            nxt = len(text) if nxt < 0 else nxt
-            n += 1
-            scanner.scan(text[pos:nxt], first_line + count + n, step)
-            pos = nxt + 1
-        last_end = end if n == 0 else pos - 1
-
-
 def _step_before(text: str, pos: int, parser: LineParser, fallback: float | None) -> float | None:
     end = pos
     for _ in range(30):
@@ -472,14 +449,25 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
     sink = _Sink(ctx.collector, prefix)
     engine = TemplateEngine(parser)
     state = _LineState(parser, fmt in ("auto", "megatron"), sink, engine)
+    scanner = ctx.errors
     line_no = 1
     for text in iter_blocks(path, ctx, size):
-        _scan_errors(text, line_no, ctx, parser)
-        line_no += text.count("\n")
         rest = engine.consume(text, sink) if engine.active else text
         if rest:
+            # Templates never take a line with an error word, so error lines are all here; their
+            # line numbers are found in the block only when one turns up.
+            find_from, counted_to, counted = 0, 0, 0
             for line in rest.split("\n")[:-1]:
+                if has_trigger(line):
+                    pos = text.find(line, find_from)
+                    if pos >= 0:
+                        counted += text.count("\n", counted_to, pos)
+                        counted_to = find_from = pos
+                        find_from = pos + len(line)
+                    step = _step_before(text, pos, parser, ctx.collector.last_step) if pos >= 0 else None
+                    scanner.scan(line, line_no + counted, step)
                 state.feed(line)
+        line_no += text.count("\n")
         sink.flush_block()
     state.flush()
     sink.flush_block()

@@ -63,6 +63,9 @@ class Buckets:
         self.seg.append(seg)
 
 
+_FIELDS = ("first", "last", "count", "mean", "vmin", "min_step", "vmax", "max_step", "seg")
+
+
 class Series:
     """One metric, e.g. `lm loss`, with its role and bounded storage."""
 
@@ -208,25 +211,43 @@ class Series:
             self._merge_pairs()
 
     def _merge_pairs(self) -> None:
+        """Halve the number of buckets: merge neighbours pairwise inside each segment (vectorised)."""
+        import numpy as np
+
         old = self.buckets
-        new = Buckets()
-        i, n = 0, len(old)
-        while i < n:
-            j = i + 1
-            if j < n and old.seg[j] == old.seg[i]:
-                c = old.count[i] + old.count[j]
-                mean = (old.mean[i] * old.count[i] + old.mean[j] * old.count[j]) / c
-                lo = i if old.vmin[i] <= old.vmin[j] else j
-                hi = i if old.vmax[i] >= old.vmax[j] else j
-                new.append(old.first[i], old.last[j], c, mean, old.vmin[lo], old.min_step[lo],
-                           old.vmax[hi], old.max_step[hi], old.seg[i])  # fmt: skip
-                i += 2
-            else:
-                new.append(old.first[i], old.last[i], old.count[i], old.mean[i], old.vmin[i],
-                           old.min_step[i], old.vmax[i], old.max_step[i], old.seg[i])  # fmt: skip
-                i += 1
-        self.buckets = new
+        n = len(old)
         self.width *= 2
+        if n < 2:
+            return
+        f = {name: np.asarray(getattr(old, name)) for name in _FIELDS}
+        seg = f["seg"]
+        cuts = (np.flatnonzero(seg[1:] != seg[:-1]) + 1).tolist()
+        pieces: dict[str, list[Any]] = {name: [] for name in _FIELDS}
+        for a, e in zip([0, *cuts], [*cuts, n], strict=True):
+            pairs = (e - a) // 2
+            if pairs:
+                i = np.arange(a, a + 2 * pairs, 2)
+                j = i + 1
+                ci, cj = f["count"][i], f["count"][j]
+                count = ci + cj
+                lo = np.where(f["vmin"][i] <= f["vmin"][j], i, j)
+                hi = np.where(f["vmax"][i] >= f["vmax"][j], i, j)
+                pieces["first"].append(f["first"][i])
+                pieces["last"].append(f["last"][j])
+                pieces["count"].append(count)
+                pieces["mean"].append((f["mean"][i] * ci + f["mean"][j] * cj) / count)
+                pieces["vmin"].append(f["vmin"][lo])
+                pieces["min_step"].append(f["min_step"][lo])
+                pieces["vmax"].append(f["vmax"][hi])
+                pieces["max_step"].append(f["max_step"][hi])
+                pieces["seg"].append(seg[i])
+            if (e - a) % 2:
+                for name in _FIELDS:
+                    pieces[name].append(f[name][e - 1 : e])
+        new = Buckets()
+        for name in _FIELDS:
+            setattr(new, name, np.concatenate(pieces[name]).tolist())
+        self.buckets = new
 
     def finish(self) -> None:
         self.flush()
