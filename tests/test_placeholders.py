@@ -11,8 +11,7 @@ from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
 
 # Remove a tool from this set in the same commit that makes it real.
-EXPECTED_PLACEHOLDERS = {
-}
+EXPECTED_PLACEHOLDERS: set[str] = set()
 
 
 def test_placeholder_list_is_current(workspace: Path) -> None:
