@@ -230,3 +230,15 @@ def test_extract_downsamples_and_keeps_the_spike(tmp_path: Path) -> None:
     assert by_role.series[0].name == "lr"
     missing = extract(p, ["nope"], max_points=10)
     assert missing.missing == ["nope"] and "loss" in missing.available
+
+
+def test_csv_nan_cells_are_values_and_empty_cells_are_not(tmp_path: Path) -> None:
+    p = tmp_path / "m.csv"
+    rows = ["step,loss,val_loss"] + [f"{i},{2 - i / 100:.3f}," for i in range(40)] + ["40,nan,1.5", "41,,1.4"]
+    p.write_text("\n".join(rows) + "\n")
+    report = analyze(p)
+    s = _series(p)
+    assert s["val_loss"] == ([40.0, 41.0], [1.5, 1.4])
+    assert len(s["loss"][0]) == 40
+    e = next(e for e in report.events if e.code == "nonfinite_metric")
+    assert e.step == 40 and e.metric == "loss"

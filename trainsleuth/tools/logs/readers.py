@@ -478,36 +478,101 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
 
 
 def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> None:
-    lines = iter_lines(path, ctx, size)
+    """CSV/TSV (Lightning and Keras CSVLogger, TensorBoard CSV exports). Blocks of rows are split
+    and converted in bulk; a block with quoted, text or missing-width cells is read row by row."""
     header: list[str] | None = None
     delim = ","
     step_col = -1
-    add = ctx.collector.add
-    for line in lines:
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        delim = "\t" if line.count("\t") > line.count(",") else ","
-        try:
-            header = [h.strip() for h in next(csv.reader([line.rstrip("\r\n")], delimiter=delim), [])]
-        except csv.Error:
-            header = [h.strip() for h in line.strip().split(delim)]
-        break
-    if not header:
-        return
+    names: list[str] = []
+    for text in iter_blocks(path, ctx, size):
+        if header is None:
+            pos = 0
+            while pos < len(text):
+                end = text.find("\n", pos)
+                end = len(text) if end < 0 else end
+                line = text[pos:end]
+                pos = end + 1
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                delim = "\t" if line.count("\t") > line.count(",") else ","
+                try:
+                    header = [h.strip() for h in next(csv.reader([line.rstrip("\r")], delimiter=delim), [])]
+                except csv.Error:
+                    header = [h.strip() for h in line.strip().split(delim)]
+                break
+            if header is None:
+                continue
+            text = text[pos:]
+            names = header
+            step_col = _step_column(header)
+        if text:
+            _csv_block(text, names, delim, step_col, ctx, prefix)
+
+
+_EMPTY = "-9.87654321e-307"  # stands in for an empty cell during bulk conversion
+_EMPTY_VALUE = float(_EMPTY)
+
+
+def _step_column(header: list[str]) -> int:
     lowered = [h.lower() for h in header]
     for key in ("step", "global_step", "trainer/global_step", "iteration", "iter", "_step", "epoch"):
         if key in lowered:
-            step_col = lowered.index(key)
-            break
-    if (
-        step_col < 0
-        and len(header) >= 2
-        and lowered[:3] == ["wall time", "step", "value"][: len(lowered[:3])]
-    ):
-        step_col = 1
-    names = header
-    ncol = len(header)
-    for row in _csv_rows(lines, delim):
+            return lowered.index(key)
+    if len(lowered) >= 2 and lowered[:2] == ["wall time", "step"]:
+        return 1
+    return -1
+
+
+def _csv_block(text: str, names: list[str], delim: str, step_col: int, ctx: ReadContext, prefix: str) -> None:
+    import numpy as np
+
+    ncol = len(names)
+    rows = text.count("\n")
+    if rows and '"' not in text and "\r" not in text and ncol > 1:
+        body = text
+        empty = delim + delim
+        if empty in body or ("\n" + delim) in body or (delim + "\n") in body or body.startswith(delim):
+            body = "\n" + body
+            while empty in body:
+                body = body.replace(empty, delim + _EMPTY + delim)
+            body = body.replace("\n" + delim, "\n" + _EMPTY + delim).replace(
+                delim + "\n", delim + _EMPTY + "\n"
+            )[1:]
+        tokens = body.replace("\n", delim).split(delim)
+        if tokens and tokens[-1] == "":
+            tokens.pop()
+        if len(tokens) == rows * ncol:
+            try:
+                table = np.fromiter(map(float, tokens), np.float64, len(tokens)).reshape(rows, ncol)
+            except ValueError:
+                table = None
+            if table is not None:
+                collector = ctx.collector
+                if step_col >= 0:
+                    steps = table[:, step_col]
+                    positional = bool((~np.isfinite(steps) | (steps == _EMPTY_VALUE)).any())
+                    if positional:
+                        steps = np.arange(
+                            collector.records + 1, collector.records + rows + 1, dtype=np.float64
+                        )
+                else:
+                    steps = np.arange(collector.records + 1, collector.records + rows + 1, dtype=np.float64)
+                    positional = True
+                for i, name in enumerate(names):
+                    if i == step_col:
+                        continue
+                    col = table[:, i]
+                    keep = col != _EMPTY_VALUE  # empty cells (Lightning's sparse columns) are not values
+                    if keep.any():
+                        collector.add_columns(
+                            prefix + name, name, steps[keep], col[keep], positional=positional
+                        )
+                collector.records += rows
+                if not positional and rows:
+                    collector.last_step = float(np.nanmax(steps))
+                return
+    add = ctx.collector.add
+    for row in _csv_rows(iter(text.split("\n")[:-1]), delim):
         step = None
         if 0 <= step_col < len(row):
             step = to_float(row[step_col])
@@ -518,14 +583,9 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> None:
             cell = row[i]
             if not cell:
                 continue
-            try:
-                v = float(cell)
-            except ValueError:
-                fv = to_float(cell)
-                if fv is None:
-                    continue
-                v = fv
-            metrics[names[i]] = v
+            fv = to_float(cell)
+            if fv is not None:
+                metrics[names[i]] = fv
         if metrics:
             add(step, metrics, prefix)
 
