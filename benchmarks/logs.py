@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import resource
@@ -169,44 +170,55 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="1G", help="size of the mixed-format log (default 1G)")
     ap.add_argument("--csv-size", default="200M", help="size of the CSV (default 200M)")
     ap.add_argument("--repeat", type=int, default=1, help="alternating runs of each side")
-    ap.add_argument("--skip-csv", action="store_true")
+    ap.add_argument("--skip-csv", action="store_true", help="only the mixed-format log")
+    ap.add_argument("--skip-mixed", action="store_true", help="only the CSV comparison")
+    ap.add_argument("--skip-baseline", action="store_true",
+                    help="mixed log: measure trainsleuth only (throughput and peak RSS), e.g. at 1G on a slow box")  # fmt: skip
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="ts-bench-logs-"))
     try:
-        log = tmp / "mixed.log"
-        t = time.perf_counter()
-        size = make_mixed_log(log, parse_size(args.size))
-        print(f"generated {size / 1e6:.0f} MB mixed-format log in {time.perf_counter() - t:.0f}s", flush=True)
-        base_t, ours_t, rss = [], [], []
-        for _ in range(args.repeat):
-            b = run_child(BASELINE, log)
-            base_t.append(b[0])
-            o = run_child(OURS, log)
-            ours_t.append(o[0])
-            rss.append(o[3])
-            print(f"  baseline {b[0]:.1f} CPU s ({int(b[1])} keys) | trainsleuth {o[0]:.1f} CPU s ({int(o[1])} series, "
-                  f"{int(o[2])} events, {int(o[4])} records), peak RSS {o[3]:.0f} MB", flush=True)  # fmt: skip
-        bt, ot = min(base_t), min(ours_t)
-        print(f"mixed log: baseline {size / 1e6 / bt:.1f} MB/s, trainsleuth {size / 1e6 / ot:.1f} MB/s, "
-              f"ratio {bt / ot:.2f}x (goal >= 5x); peak RSS {max(rss):.0f} MB (goal < 300 MB)")  # fmt: skip
-        log.unlink()
+        if not args.skip_mixed:
+            mixed(tmp, args)
         if not args.skip_csv:
-            csv = tmp / "metrics.csv"
-            csize = make_csv(csv, parse_size(args.csv_size))
-            pt, ct = [], []
-            for _ in range(args.repeat):
-                p = run_child(CSV_PANDAS, csv)
-                c = run_child(CSV_OURS, csv)
-                pt.append(p[0])
-                ct.append(c[0])
-                print(
-                    f"  pandas.read_csv {p[0]:.1f}s ({int(p[1])} values) | trainsleuth {c[0]:.1f}s ({int(c[1])} values)"
-                )
-            print(f"CSV {csize / 1e6:.0f} MB: pandas {min(pt):.1f}s, trainsleuth {min(ct):.1f}s, "
-                  f"ratio {min(pt) / min(ct):.2f}x (goal >= 1x)")  # fmt: skip
+            csv_compare(tmp, args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def mixed(tmp: Path, args: argparse.Namespace) -> None:
+    log = tmp / "mixed.log"
+    t = time.perf_counter()
+    size = make_mixed_log(log, parse_size(args.size))
+    print(f"generated {size / 1e6:.0f} MB mixed-format log in {time.perf_counter() - t:.0f}s", flush=True)
+    base_t, ours_t, rss = [], [], []
+    for _ in range(args.repeat):
+        b = [math.nan, 0.0] if args.skip_baseline else run_child(BASELINE, log)
+        base_t.append(b[0])
+        o = run_child(OURS, log)
+        ours_t.append(o[0])
+        rss.append(o[3])
+        print(f"  baseline {b[0]:.1f} CPU s ({int(b[1])} keys) | trainsleuth {o[0]:.1f} CPU s ({int(o[1])} series, "
+              f"{int(o[2])} events, {int(o[4])} records), peak RSS {o[3]:.0f} MB", flush=True)  # fmt: skip
+    bt, ot = min(base_t), min(ours_t)
+    print(f"mixed log {size / 1e6:.0f} MB: baseline {size / 1e6 / bt:.1f} MB/s, trainsleuth {size / 1e6 / ot:.1f} MB/s "
+          f"(CPU), ratio {bt / ot:.2f}x (goal >= 5x); peak RSS {max(rss):.0f} MB (goal < 300 MB)", flush=True)  # fmt: skip
+    log.unlink()
+
+
+def csv_compare(tmp: Path, args: argparse.Namespace) -> None:
+    csv = tmp / "metrics.csv"
+    csize = make_csv(csv, parse_size(args.csv_size))
+    pt, ct = [], []
+    for _ in range(args.repeat):
+        p = run_child(CSV_PANDAS, csv)
+        c = run_child(CSV_OURS, csv)
+        pt.append(p[0])
+        ct.append(c[0])
+        print(f"  pandas.read_csv {p[0]:.1f} CPU s ({int(p[1])} values) | trainsleuth {c[0]:.1f} CPU s "
+              f"({int(c[1])} values)", flush=True)  # fmt: skip
+    print(f"CSV {csize / 1e6:.0f} MB: pandas {min(pt):.1f} CPU s, trainsleuth {min(ct):.1f} CPU s, "
+          f"ratio {min(pt) / min(ct):.2f}x (goal >= 1x)", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
