@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,13 @@ def has_trigger(line: str) -> bool:
     return any(t in line for t in ALL_TRIGGERS)
 
 
+def is_error_line(line: str) -> bool:
+    """True when the scanner would record this line (an error or an overflow notice)."""
+    if not has_trigger(line):
+        return False
+    return any(p.search(line) for _, p in _PATTERNS) or bool(_OVERFLOW.search(line))
+
+
 def trigger_positions(text: str) -> list[int]:
     """Positions of every trigger word in a block (str.find is a fast C search; a regex
     alternation of literals is not), sorted."""
@@ -128,7 +136,8 @@ class ErrorScanner:
     def in_traceback(self) -> bool:
         return self._in_traceback
 
-    def scan(self, line: str, line_no: int, step: float | None) -> None:
+    def scan(self, line: str, line_no: int, step: float | Callable[[], float | None] | None) -> None:
+        """Look at one line. `step` may be a callable, evaluated only if the line is recorded."""
         if self._in_traceback:
             self._tb_lines += 1
             stripped = line.strip()
@@ -157,17 +166,23 @@ class ErrorScanner:
             if _OVERFLOW.search(line):
                 self._overflow(step)
 
-    def _overflow(self, step: float | None) -> None:
+    def _overflow(self, step: float | Callable[[], float | None] | None) -> None:
         self.overflow_lines += 1
+        if callable(step):
+            step = step()
         if step is not None:
             if self.overflow_first_step is None:
                 self.overflow_first_step = step
             if len(self.overflow_steps) < 10000:
                 self.overflow_steps.append(step)
 
-    def _add(self, kind: str, line: str, line_no: int, step: float | None) -> None:
+    def _add(
+        self, kind: str, line: str, line_no: int, step: float | Callable[[], float | None] | None
+    ) -> None:
         hit = self.hits.get(kind)
         if hit is None:
+            if callable(step):
+                step = step()
             self.hits[kind] = ErrorHit(kind, line_no, step, line.strip()[:300], last_line_no=line_no)
         else:
             hit.count += 1

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainsleuth.tools.logs.errors import has_trigger
+from trainsleuth.tools.logs.errors import is_error_line
 
 # A number as the parsers see one: not glued to a word (`layer_0`, `[default7]` stay literal).
 NUM_PATTERN = (
@@ -53,7 +53,7 @@ def _sentinel(token: str) -> tuple[str, float]:
 def build_template(line: str, parser: LineParser) -> Template:
     """Map each number of `line` to the step or a metric, or refuse (regex None)."""
     refuse = Template(regex=None)
-    if len(line) > MAX_TEMPLATE_LINE or "\r" in line.rstrip("\r") or has_trigger(line):
+    if len(line) > MAX_TEMPLATE_LINE or "\r" in line.rstrip("\r") or is_error_line(line):
         return refuse  # error-looking lines always go through the line path (and the error scanner)
     try:
         base = parser(line)

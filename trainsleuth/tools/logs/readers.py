@@ -431,6 +431,10 @@ class _Sink(BlockSink):
         self.positional = set()
 
 
+def _lazy_step(text: str, pos: int, parser: LineParser, fallback: float | None) -> Callable[[], float | None]:
+    return lambda: _step_before(text, pos, parser, fallback) if pos >= 0 else fallback
+
+
 def _step_before(text: str, pos: int, parser: LineParser, fallback: float | None) -> float | None:
     end = pos
     for _ in range(30):
@@ -464,8 +468,8 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
                         counted += text.count("\n", counted_to, pos)
                         counted_to = find_from = pos
                         find_from = pos + len(line)
-                    step = _step_before(text, pos, parser, ctx.collector.last_step) if pos >= 0 else None
-                    scanner.scan(line, line_no + counted, step)
+                    fallback = ctx.collector.last_step
+                    scanner.scan(line, line_no + counted, _lazy_step(text, pos, parser, fallback))
                 state.feed(line)
         line_no += text.count("\n")
         sink.flush_block()
