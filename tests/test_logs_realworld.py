@@ -135,3 +135,19 @@ async def test_pagination_min_severity_and_extract_over_mcp(bloom_ws: Path) -> N
         assert len(series["grad norm"]["values"]) <= 6 and max(
             series["grad norm"]["values"]
         ) == pytest.approx(960.351)
+
+
+@pytest.mark.anyio
+async def test_analysis_is_stored_as_evidence_on_an_investigation(bloom_ws: Path) -> None:
+    server, _ = build_server(ServerConfig(workspaces=[bloom_ws]))
+    async with Client(server) as client:
+        started = await client.call_tool(
+            "start_investigation", {"symptom": "the loss spiked at 31219 and recovered"}
+        )
+        assert not started.is_error, started.content[0].text  # type: ignore[union-attr]
+        inv = started.structured_content["investigation_id"]  # type: ignore[index]
+        result = await client.call_tool(
+            "analyze_training_log", {"path": "logs/tr11-176B-ml.log", "investigation_id": inv}
+        )
+        assert not result.is_error
+        assert result.structured_content is not None and result.structured_content["evidence_id"]
