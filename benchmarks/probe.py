@@ -1,11 +1,11 @@
 """Live-mode probe overhead: training steps of a ~10M-parameter transformer on CPU, plain vs attached.
 
-Three configurations run interleaved, round after round, on the same model, data and thread count, so
-machine noise hits all of them alike: plain steps, `trainsleuth.probe.attach(every=1)` and
+Three identical copies of the model train side by side, one step each in turn (order alternating), on
+the same data and thread count, so machine noise hits all of them alike: plain steps, `trainsleuth.probe.attach(every=1)` and
 `attach(every=16)`. The figure is the ratio of median step times. Goals: <= 1.25x at every step,
 <= 1.05x at every 16th step.
 
-    python -m benchmarks.probe [--rounds 5] [--steps 16]
+    python -m benchmarks.probe [--steps 48]
 """
 
 from __future__ import annotations
@@ -45,49 +45,59 @@ def _build(torch: Any) -> tuple[Any, Any, Any]:
     torch.manual_seed(0)
     model = LM()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    ids = torch.randint(0, 8000, (8, 65))
+    ids = torch.randint(0, 8000, (4, 33))
     return model, opt, ids
 
 
-def _time_steps(torch: Any, model: Any, opt: Any, ids: Any, steps: int, handle: Any) -> list[float]:
+def _step(torch: Any, model: Any, opt: Any, ids: Any, handle: Any) -> float:
     from torch import nn
 
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        logits = model(ids[:, :-1])
-        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if handle is not None:
-            handle.record_loss(loss)
-        times.append(time.perf_counter() - t0)
-    return times
+    t0 = time.perf_counter()
+    logits = model(ids[:, :-1])
+    loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    if handle is not None:
+        handle.record_loss(loss)
+    return time.perf_counter() - t0
 
 
-def measure(rounds: int = 5, steps: int = 16) -> dict[str, Any]:
+def measure(steps: int = 48) -> dict[str, Any]:
+    """Three identical models train side by side, one step each in turn (plain, every 1, every 16)."""
+    import copy
+
     import torch
 
     import trainsleuth.probe
 
-    torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
-    model, opt, ids = _build(torch)
-    n_params = sum(p.numel() for p in model.parameters())
-    _time_steps(torch, model, opt, ids, 3, None)  # warm-up
-    samples: dict[str, list[float]] = {"plain": [], "every1": [], "every16": []}
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    base, _, ids = _build(torch)
+    n_params = sum(p.numel() for p in base.parameters())
+    names = ("plain", "every1", "every16")
+    samples: dict[str, list[float]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(rounds):
-            for name in ("plain", "every1", "every16"):
-                handle = None
-                if name != "plain":
-                    every = 1 if name == "every1" else 16
-                    handle = trainsleuth.probe.attach(model, opt, every=every, run_dir=f"{tmp}/{name}{r}")
-                samples[name] += _time_steps(torch, model, opt, ids, steps, handle)
-                if handle is not None:
-                    handle.close()
+        runs = {}
+        for name in names:
+            model = copy.deepcopy(base)
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            handle = None
+            if name != "plain":
+                every = 1 if name == "every1" else 16
+                handle = trainsleuth.probe.attach(model, opt, every=every, run_dir=f"{tmp}/{name}")
+            runs[name] = (model, opt, handle)
+        for name in names:  # warm-up (the every-16 model's sampled step 0 happens here)
+            _step(torch, runs[name][0], runs[name][1], ids, runs[name][2])
+        for i in range(steps):
+            order = names if i % 2 == 0 else names[::-1]
+            for name in order:
+                model, opt, handle = runs[name]
+                samples[name].append(_step(torch, model, opt, ids, handle))
+        for _, _, handle in runs.values():
+            if handle is not None:
+                handle.close()
     med = {k: statistics.median(v) for k, v in samples.items()}
-    # the every-16 figure averages over whole 16-step cycles: the sampled step is part of its cost
+    # the every-16 figure is a mean over whole 16-step cycles: its sampled steps are part of the cost
     mean = {k: statistics.fmean(v) for k, v in samples.items()}
     return {
         "params": n_params,
@@ -95,17 +105,16 @@ def measure(rounds: int = 5, steps: int = 16) -> dict[str, Any]:
         "mean_s": mean,
         "ratio_every1": med["every1"] / med["plain"],
         "ratio_every16": mean["every16"] / mean["plain"],
-        "rounds": rounds,
         "steps": steps,
         "threads": torch.get_num_threads(),
     }
 
 
 def run_benchmark(quick: bool = False) -> list[BenchResult]:
-    m = measure(rounds=2 if quick else 5, steps=16)
+    m = measure(steps=16 if quick else 48)
     details = (
-        f"{m['params'] / 1e6:.1f}M-param transformer, batch 8x64 tokens, AdamW, CPU {m['threads']} threads; "
-        f"plain median {m['median_s']['plain'] * 1e3:.0f} ms/step; {m['rounds']} interleaved rounds x {m['steps']} steps"
+        f"{m['params'] / 1e6:.1f}M-param transformer, batch 4x32 tokens, AdamW, CPU {m['threads']} threads; "
+        f"plain median {m['median_s']['plain'] * 1e3:.0f} ms/step; {m['steps']} steps each, interleaved step by step"
     )
     cmd = "python -m benchmarks.probe"
     return [
@@ -134,10 +143,9 @@ def run_benchmark(quick: bool = False) -> list[BenchResult]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=48, help="steps per configuration (multiple of 16)")
     args = ap.parse_args()
-    m = measure(args.rounds, args.steps)
+    m = measure(args.steps)
     print(
         f"params {m['params'] / 1e6:.1f}M  plain {m['median_s']['plain'] * 1e3:.1f} ms  "
         f"every1 {m['median_s']['every1'] * 1e3:.1f} ms ({m['ratio_every1']:.3f}x, goal <= {GOAL_EVERY_STEP})  "

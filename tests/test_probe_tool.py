@@ -149,3 +149,15 @@ async def test_read_probe_run_on_a_live_run(ws: Path) -> None:
         assert len(data["trends"]["loss"]) == 5
         bad = await client.call_tool("read_probe_run", {"run_dir": "."})
         assert bad.is_error and "no probe run" in bad.content[0].text
+
+
+def test_cancel_event_kills_the_probe(ws: Path) -> None:
+    import threading
+
+    from trainsleuth.tools.probe import ProbeError, run_probe
+
+    cancel = threading.Event()
+    threading.Timer(2.0, cancel.set).start()
+    with pytest.raises(ProbeError) as info:
+        run_probe("hang.py:make", python=Path(sys.executable), cwd=ws, timeout_s=120, cancel_event=cancel)
+    assert info.value.kind == "cancelled"
