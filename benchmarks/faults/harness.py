@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.faults.manifest import Case, Expect
+from benchmarks.faults.manifest import Case
 
 ROOT = Path(__file__).resolve().parents[2]
 ALARM = ("warning", "error")
@@ -219,8 +219,11 @@ def _step_of(rec: dict[str, Any]) -> int | None:
     return None
 
 
-def _label(e: Expect) -> str:
-    return e.code
+def _mod(name: object) -> str:
+    """A module path as people read it: '' is the model itself, None is no module named."""
+    if name is None:
+        return "no module"
+    return "(the model itself)" if name == "" else str(name)
 
 
 def score(cases: Sequence[Case], runs: dict[str, CaseRun]) -> Score:
@@ -254,10 +257,9 @@ def score(cases: Sequence[Case], runs: dict[str, CaseRun]) -> Score:
                 if any(r.get("module") in e.module for r in hits):
                     s.origin_right += 1
                 else:
-                    got = sorted({str(r.get("module")) for r in hits}) or ["not detected"]
-                    s.origin_wrong.append(
-                        f"{case.id} ({e.code}: got {', '.join(got)}; expected {' or '.join(e.module)})"
-                    )
+                    got = sorted({_mod(r.get("module")) for r in hits}) or ["not detected"]
+                    want = " or ".join(_mod(m) for m in e.module)
+                    s.origin_wrong.append(f"{case.id} ({e.code}: got {', '.join(got)}; expected {want})")
             if e.step is not None:
                 s.step_total += 1
                 steps = [st for st in (_step_of(r) for r in hits) if st is not None]
