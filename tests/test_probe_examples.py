@@ -159,3 +159,24 @@ def test_inplace_activation_and_tuple_outputs_are_handled() -> None:
     stats = probe_runner.drive(contract, 4, _ts_probe_core, torch)
     assert stats["internal_errors"] == []
     assert [f for f in _ts_probe_rules.analyze(stats) if f["severity"] != "info"] == []
+
+
+def test_bf16_autocast_model_is_probed_without_false_alarms() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+
+    def loss_fn(m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = m(b[0])
+        return torch.nn.functional.cross_entropy(logits.float(), b[1])
+
+    contract = {
+        "model": model,
+        "batches": [(torch.randn(64, 16), torch.randint(0, 4, (64,)))],
+        "loss_fn": loss_fn,
+        "optimizer": torch.optim.Adam(model.parameters(), lr=1e-3),
+    }
+    stats = probe_runner.drive(contract, 6, _ts_probe_core, torch)
+    assert stats["internal_errors"] == []
+    assert [f for f in _ts_probe_rules.analyze(stats) if f["severity"] != "info"] == []
+    assert all(isinstance(x, float) for x in stats["losses"])
