@@ -27,7 +27,11 @@ async def test_placeholders_answer_not_available(workspace: Path) -> None:
         for name in sorted(registry.placeholders):
             assert listed[name].description and listed[name].description.startswith("[not available yet]")
             schema = listed[name].input_schema
-            args = {k: _dummy(v) for k, v in schema.get("properties", {}).items() if k in schema.get("required", [])}
+            args = {
+                k: _dummy(v)
+                for k, v in schema.get("properties", {}).items()
+                if k in schema.get("required", [])
+            }
             result = await client.call_tool(name, args)
             assert result.is_error, name
             assert "not available yet" in result.content[0].text, name
