@@ -242,3 +242,12 @@ def test_csv_nan_cells_are_values_and_empty_cells_are_not(tmp_path: Path) -> Non
     assert len(s["loss"][0]) == 40
     e = next(e for e in report.events if e.code == "nonfinite_metric")
     assert e.step == 40 and e.metric == "loss"
+
+
+def test_csv_with_text_and_quoted_cells_falls_back_to_rows(tmp_path: Path) -> None:
+    p = tmp_path / "m.csv"
+    rows = ["step,loss,run,note"] + [f'{i},{2 - i / 100:.3f},baseline,"a, b"' for i in range(30)]
+    p.write_text("\n".join(rows) + "\n")
+    s = _series(p)
+    assert set(s) == {"loss"}
+    assert s["loss"][0] == [float(i) for i in range(30)]
