@@ -65,7 +65,8 @@ def time_cold_start(argv: list[str], cwd: Path) -> tuple[float, int]:
 
 def measure(runs: int = 15) -> dict[str, Any]:
     trainsleuth = [str(Path(sys.executable).parent / "trainsleuth"), "serve"]
-    minimal = [sys.executable, str(HERE / "minimal_server.py")]
+    # Its own folder: run as a script, benchmarks/ would be on sys.path and benchmarks/bisect.py shadows stdlib bisect.
+    minimal = [sys.executable, str(HERE / "baseline_servers" / "minimal_server.py")]
     ours: list[float] = []
     base: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
