@@ -64,8 +64,9 @@ class ProbeHandle:
         every: int,
         run_dir: str | os.PathLike[str],
         *,
-        detail: bool = True,
+        detail: bool = False,
         history: int = 64,
+        updates_every: int = 4,
     ) -> None:
         if every < 1:
             raise ValueError("every must be >= 1")
@@ -85,6 +86,8 @@ class ProbeHandle:
         self._pending = False  # a finished sampled step whose record waits for a late record_loss
         self._forward_in_step = False
         self._rec = _LiveRecorder(model, optimizer, detail=detail, history=history)
+        self._rec.auto_detail = True
+        self._update_stride = max(1, -(-int(updates_every) // self.every))  # observed steps per measurement
         self._rec.attach()
         self._hooks: list[Any] = []
         if optimizer is not None:
@@ -137,7 +140,7 @@ class ProbeHandle:
             self.flush()
 
     def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._sampled and not self.closed:
+        if self._sampled and not self.closed and self._sampled_count % self._update_stride == 0:
             self._snapshot = self._rec.snapshot_params()
         return None
 
@@ -274,11 +277,19 @@ def attach(
     every: int = 16,
     run_dir: str | os.PathLike[str] = "trainsleuth-probe",
     *,
-    detail: bool = True,
+    detail: bool = False,
     history: int = 64,
+    updates_every: int = 4,
 ) -> ProbeHandle:
-    """Observe `model` (and `optimizer`) every `every` steps; statistics go to `run_dir`."""
-    return ProbeHandle(model, optimizer, every, run_dir, detail=detail, history=history)
+    """Observe `model` (and `optimizer`) every `every` steps; statistics go to `run_dir`.
+
+    Update ratios (which need a copy of the weights around the optimizer step) are measured on one
+    observed step in every ceil(updates_every / every), i.e. about every `updates_every` steps. Backward NaN-origin hooks on
+    module inputs/outputs (`detail`) switch on by themselves after a non-finite gradient is seen.
+    """
+    return ProbeHandle(
+        model, optimizer, every, run_dir, detail=detail, history=history, updates_every=updates_every
+    )
 
 
 __all__ = ["ProbeHandle", "attach"]

@@ -124,6 +124,7 @@ class Recorder:
         self.model = model
         self.optimizer = optimizer
         self.detail = detail
+        self.auto_detail = False
         self.history = history  # keep at most this many steps of per-param history (live mode)
         self.names = {}  # type: dict
         self.types = {}
@@ -264,6 +265,8 @@ class Recorder:
         root_bad = any(e["out_finite"] is False for e in self._events if e["parent"] is None)
         if root_bad is False and self._events:
             self.model_output_finite[str(k)] = True
+        if any_nonfinite_grad and self.auto_detail:
+            self.detail = True  # locate the origin on the next observed step
         if self.nonfinite_step is None and (not finite_loss or any_nonfinite_grad):
             self.nonfinite_step = k
             self.nonfinite_index = self.steps_done
@@ -278,26 +281,33 @@ class Recorder:
         return ok
 
     def _measure_updates(self, snapshot, k):
+        idx = [i for i in range(len(self.params)) if snapshot[i] is not None]
+        if not idx:
+            return
         with torch.no_grad():
-            for i, (_, p) in enumerate(self.params):
-                old = snapshot[i]
-                if old is None:
-                    continue
-                s = self.pstats[i]
-                on = float(torch.linalg.vector_norm(old.float()))
-                if s.init_rms is None:
-                    s.init_rms = on / math.sqrt(max(1, old.numel()))
-                if torch.equal(old, p.detach()):
-                    dn = 0.0
-                else:
-                    dn = float(torch.linalg.vector_norm((p.detach() - old).float()))
-                    s.changed_steps.append(k)
-                s.param_norms.append(on)
-                s.update_ratios.append(dn / on if on > 0 else None)
-                if self.history:
-                    for lst in (s.param_norms, s.update_ratios):
-                        if len(lst) > self.history:
-                            del lst[0]
+            olds = [snapshot[i] for i in idx]
+            news = [self.params[i][1].detach() for i in idx]
+            try:  # one fused pass per list where the torch build supports it
+                diffs = torch._foreach_sub(news, olds)
+                dns = [float(x) for x in torch._foreach_norm(diffs)]
+                ons = [float(x) for x in torch._foreach_norm(olds)]
+                del diffs
+            except Exception:
+                dns = [float(torch.linalg.vector_norm((n - o).float())) for n, o in zip(news, olds)]  # noqa: B905
+                ons = [float(torch.linalg.vector_norm(o.float())) for o in olds]
+        for j, i in enumerate(idx):
+            s = self.pstats[i]
+            on, dn = ons[j], dns[j]
+            if s.init_rms is None:
+                s.init_rms = on / math.sqrt(max(1, olds[j].numel()))
+            if dn != 0.0:  # exactly unchanged <=> the difference is all zeros
+                s.changed_steps.append(k)
+            s.param_norms.append(on)
+            s.update_ratios.append(dn / on if on > 0 else None)
+            if self.history:
+                for lst in (s.param_norms, s.update_ratios):
+                    if len(lst) > self.history:
+                        del lst[0]
 
     # ------------------------------------------------------------------ hooks
 
