@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,23 +44,25 @@ class ServerContext:
         """The interpreter that runs user code: `python` or the project's default.
 
         It must be inside a workspace, be the server's own interpreter, or be allowed with
-        `--allow-python`; anything else is refused (it would run arbitrary programs).
+        `--allow-python`; anything else is refused (it would run arbitrary programs). The
+        executable itself is never resolved: every venv's python links to the same base
+        interpreter, yet each venv is a different environment (its own site-packages).
         """
         import sys
 
         try:
-            path = resolve_interpreter(python, self.workspace)
+            path = _unlinked(resolve_interpreter(python, self.workspace))
         except InterpreterError as exc:
-            raise PolicyError(f"python: {exc}") from None
-        allowed = {Path(sys.executable).absolute(), *(p.absolute() for p in self.config.allowed_interpreters)}
-        if path.absolute() in allowed or self.policy.contains(path.absolute()):
-            return path
-        # a venv's python is usually a symlink: judge by where it lives, not where it points
-        if self.policy.contains(path.parent.resolve()):
+            raise PolicyError(
+                f"python: {exc}; pass an existing interpreter, e.g. the project's .venv/bin/python"
+            ) from None
+        allowed = {_unlinked(Path(sys.executable)), *(_unlinked(p) for p in self.config.allowed_interpreters)}
+        if path in allowed or self.policy.contains(path.parent):
             return path
         raise PolicyError(
-            f"python: interpreter {str(path)!r} is outside the workspace and not allowed; "
-            "use one inside the workspace (e.g. its .venv), or start the server with --allow-python PATH"
+            f"python: interpreter {str(path)!r} is outside the workspace and not allowed; tools only run code "
+            "with an interpreter inside a workspace (e.g. its .venv), the server's own, or one allowed with "
+            f"--allow-python. Use the project's .venv, or restart the server with --allow-python {path}"
         )
 
     @property
@@ -69,3 +72,9 @@ class ServerContext:
             if self._store is None:
                 self._store = Store(self.state_path)
             return self._store
+
+
+def _unlinked(path: Path) -> Path:
+    """Absolute, with its folders resolved but the final name (usually a symlink) kept."""
+    absolute = Path(os.path.abspath(path))
+    return absolute.parent.resolve() / absolute.name

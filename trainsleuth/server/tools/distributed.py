@@ -8,7 +8,6 @@ environment}` and run user code through the standalone runners in the user's int
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Literal
 
@@ -157,33 +156,8 @@ class EnvironmentOutput(EnvironmentReport, AnalysisOutput):
 
 
 def check_interpreter(call: ToolCall, python: str | None) -> Path:
-    """The interpreter to run user code with (inside a workspace, the server's own, or allowed)."""
-    from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
-
-    try:
-        path = resolve_interpreter(python, call.ctx.workspace)
-    except InterpreterError as exc:
-        raise ToolFailure(
-            str(exc), "pass an existing interpreter, e.g. the project's .venv/bin/python"
-        ) from None
-    absolute = Path(os.path.abspath(path))
-    allowed = [Path(sys.executable), *call.ctx.config.allowed_interpreters]
-    # Compare without resolving the executable itself: every venv's python links to the same base
-    # interpreter, but each venv is a different environment (its own site-packages, its own .pth code).
-    same = any(_unlinked(absolute) == _unlinked(Path(a)) for a in allowed)
-    if not same and not call.ctx.policy.contains(absolute):
-        raise ToolFailure(
-            f"interpreter {str(absolute)!r} is outside the workspace and not allowed: tools only run code with an "
-            "interpreter inside a workspace (e.g. its .venv), the server's own, or one allowed with --allow-python",
-            f"use the project's .venv inside the workspace, or restart the server with --allow-python {absolute}",
-        )
-    return absolute
-
-
-def _unlinked(path: Path) -> Path:
-    """The path with its folders resolved but the final name (often a symlink) kept."""
-    absolute = Path(os.path.abspath(path))
-    return absolute.parent.resolve() / absolute.name
+    """The interpreter to run user code with (the server-wide policy in ServerContext.interpreter)."""
+    return call.ctx.interpreter(python)
 
 
 def check_entrypoint(call: ToolCall, entrypoint: str) -> str:
