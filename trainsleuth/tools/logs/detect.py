@@ -37,7 +37,7 @@ def _num(x: float | None) -> int | float | None:
         return None
     if isinstance(x, float) and math.isfinite(x) and x.is_integer():
         return int(x)
-    return _r(x)
+    return round(x, 3) if math.isfinite(x) else x
 
 
 def _r(x: float) -> float:
@@ -262,11 +262,12 @@ class LossAnalysis:
 
 
 def detect_loss(s: Series) -> LossAnalysis:
-    steps, means, maxes = _timeline(s)
-    vals = [max(m, x) if False else m for m, x in zip(means, maxes, strict=False)]
-    # With buckets of several points, a spike lives in the bucket maximum; use it.
+    steps, means, _ = _timeline(s)
+    mean_steps = steps
+    vals = means
+    # With buckets of several points, a spike lives in the bucket maximum (at its own step).
     if s.width > 1:
-        vals = maxes
+        steps, _, vals, _ = s.timeline(peaks=True)
     out: list[Finding] = []
     spikes_out: list[tuple[Series, list[float], Spike]] = []
     if len(vals) < 6 or _is_signed(means):
@@ -341,13 +342,13 @@ def detect_loss(s: Series) -> LossAnalysis:
             )
         )
     if not diverged:
-        f = _slow_divergence(s, steps, means)
+        f = _slow_divergence(s, mean_steps, means)
         if f:
             out.append(f)
-    f = _plateau(s, steps, means)
+    f = _plateau(s, mean_steps, means)
     if f:
         out.append(f)
-    f = _oscillation(s, steps, means)
+    f = _oscillation(s, mean_steps, means)
     if f:
         out.append(f)
     return LossAnalysis(out, spikes_out)
@@ -451,8 +452,10 @@ def _oscillation(s: Series, steps: list[float], vals: list[float]) -> Finding | 
 
 
 def detect_grad_norm(s: Series) -> list[tuple[Spike, list[float], list[float]]]:
-    steps, means, maxes = _timeline(s)
-    vals = maxes if s.width > 1 else means
+    if s.width > 1:
+        steps, _, vals, _ = s.timeline(peaks=True)
+    else:
+        steps, vals, _ = _timeline(s)
     return [(sp, steps, vals) for sp in find_spikes(vals, "grad_norm", steps)]
 
 

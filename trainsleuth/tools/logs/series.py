@@ -260,7 +260,7 @@ class Series:
     def finite_points(self) -> int:
         return self.total - self.nonfinite
 
-    def timeline(self) -> tuple[list[float], list[float], list[float], list[float]]:
+    def timeline(self, peaks: bool = False) -> tuple[list[float], list[float], list[float], list[float]]:
         """Steps, means, maxima and minima in step order, segments combined.
 
         Segments are combined the way restarts and pasted excerpts behave: a step logged again
@@ -285,7 +285,10 @@ class Series:
             order = sorted((i for i in range(n) if keep[i]), key=lambda i: (b.first[i], b.seg[i]))
         else:
             order = list(range(n))
-        steps = [b.first[i] if b.count[i] == 1 else (b.first[i] + b.last[i]) / 2 for i in order]
+        if peaks:  # a merged bucket is placed at its maximum (where a spike is)
+            steps = [b.first[i] if b.count[i] == 1 else b.max_step[i] for i in order]
+        else:
+            steps = [b.first[i] if b.count[i] == 1 else (b.first[i] + b.last[i]) / 2 for i in order]
         return steps, [b.mean[i] for i in order], [b.vmax[i] for i in order], [b.vmin[i] for i in order]
 
     def downsample(self, max_points: int, step_min: float | None = None, step_max: float | None = None
