@@ -206,7 +206,12 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) 
         sp.flagged = sum(flags[start : last_flag + 1])
         onset = start
         if kind == "grad_norm":
-            while onset - 1 >= 0 and vals[onset - 1] < vals[onset] and vals[onset - 1] > 2 * base:
+            while (
+                onset - 1 >= 0
+                and vals[onset - 1] < vals[onset]
+                and vals[onset - 1] > 2 * base
+                and steps[onset] - steps[onset - 1] <= 3 * spacing  # not back across a gap
+            ):
                 onset -= 1
         sp.onset = onset
         spikes.append(sp)
@@ -484,7 +489,8 @@ def grad_findings(
             f"{_num(steps[sp.peak])}, rising from step {_num(onset_step)}"
         )
         if linked:
-            msg += f"; it leads the {linked[0]} spike at step {_num(linked[1])} by {_num(lead)} steps."
+            unit = "step" if lead == 1 else "steps"
+            msg += f"; it leads the {linked[0]} spike at step {_num(linked[1])} by {_num(lead)} {unit}."
         else:
             msg += "; no loss spike follows it." if sp.recovered is not None else "."
         out.append(
@@ -725,7 +731,9 @@ def detect_skipped(
             else "; isolated skips are normal early in fp16 runs."
         ),
         step=ordered[0],
-        metric=counters[0].name if counters else None,
+        metric=next(
+            (c.name for c in counters if c.finite_points and max(c.timeline()[1], default=0) > 0), None
+        ),
         steps=[_num(x) for x in ordered[:50]],
         count=len(steps),
         reported_by_trainer=reported or None,
