@@ -124,7 +124,7 @@ def test_nanogpt_iter_and_step_lines() -> None:
 def test_tqdm_carriage_return_updates_with_postfix() -> None:
     s = _series(DATA / "tqdm.log")
     steps, vals = s["loss"]
-    assert steps[:3] == [1.0, 2.0, 3.0] and len(vals) == 40
+    assert steps[:3] == [201.0, 202.0, 203.0] and len(vals) == 40  # `Epoch 1`: epoch x total + n
     assert "it/s" in s
 
 
@@ -251,3 +251,17 @@ def test_csv_with_text_and_quoted_cells_falls_back_to_rows(tmp_path: Path) -> No
     s = _series(p)
     assert set(s) == {"loss"}
     assert s["loss"][0] == [float(i) for i in range(30)]
+
+
+def test_tqdm_bars_restarting_every_epoch_count_on(tmp_path: Path) -> None:
+    p = tmp_path / "bars.log"
+    frames = [
+        f"Epoch {e}: {n}%|##| {n}/100 [00:01<00:01, 9.9it/s, loss={1 + (n % 20) / 100:.3f}]"
+        for e in range(3)
+        for n in range(10, 101, 10)
+    ]
+    p.write_text("\r".join(frames) + "\n")
+    report = analyze(p)
+    steps, _ = _series(p)["loss"]
+    assert steps == sorted(steps) and len(steps) == 30 and steps[-1] == 300.0
+    assert report.segments == []

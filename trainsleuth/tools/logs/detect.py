@@ -690,17 +690,22 @@ def detect_skipped(
     first_step: float | None,
     last_step: float | None,
 ) -> Finding | None:
-    steps: set[float] = set()
+    steps: list[float] = []
     reported = 0
     for s in counters:
         st, vals, _ = _timeline(s)
-        for a, v in zip(st, vals, strict=False):
-            if v > 0:
-                steps.add(a)
-                reported += int(v)
-    steps.update(scale_falls)
-    steps.update(overflow_steps)
-    steps.update(repeated_grad)
+        cumulative = len(vals) > 1 and all(b >= a for a, b in itertools.pairwise(vals))
+        reported += (
+            int(max(vals, default=0) - vals[0]) if cumulative and vals else int(sum(v for v in vals if v > 0))
+        )
+        for a, v, prev in zip(st, vals, [0.0, *vals[:-1]], strict=False):
+            if (v > prev) if cumulative else (v > 0):
+                steps.append(a)
+    unique = set(steps)
+    if not overflow_steps:  # without overflow messages, scale drops and repeated grad norms are the trace
+        unique |= set(scale_falls) | set(repeated_grad)
+    # one overflow message is one skipped step, even when several fall under one logged step
+    steps = sorted(unique) + list(overflow_steps)
     if not steps:
         return None
     ordered = sorted(steps)
@@ -708,7 +713,7 @@ def detect_skipped(
     early_limit = (first_step or 0) + 0.05 * span
     late = [x for x in ordered if x > early_limit]
     cluster = _max_cluster(late, max(1.0, span / max(1, records)) * 10)
-    frac = len(steps) / max(1, records)
+    frac = len(set(steps)) / max(1, records)
     sev = "warning" if cluster >= 4 or (frac >= 0.05 and len(late) >= 4) else "info"
     sources = [
         name
@@ -723,7 +728,7 @@ def detect_skipped(
     return finding(
         "skipped_steps",
         sev,
-        f"The trainer skipped steps ({len(steps)} records show skips, first at step {_num(ordered[0])}; "
+        f"The trainer skipped steps ({len(steps)} skips, first at step {_num(ordered[0])}; "
         f"seen from {', '.join(sources)})"
         + (
             "; they cluster, which points at repeated overflows."

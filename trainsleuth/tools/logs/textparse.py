@@ -36,6 +36,7 @@ _DICT_ITEM = re.compile(
     re.I,
 )
 _TQDM = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:,\s*([\d.]+)\s*(it/s|s/it))?\s*(?:,\s*(.*?))?\]")
+_TQDM_EPOCH = re.compile(r"\b[Ee]poch\s*(\d+)\b")
 _PART_KV = re.compile(
     rf"^\s*([A-Za-z_][\w ./()\-\[\]]*?)\s*[:=]?\s*({NUM}|[-+]?nan|[-+]?inf)\s*(%|ms|s)?\s*$", re.I
 )
@@ -221,7 +222,12 @@ def parse_tqdm(line: str) -> list[Record]:
                 if v is not None:
                     metrics[km.group(1)] = v
         if metrics:
-            out.append((float(m.group(1)), metrics))
+            step = float(m.group(1))
+            # `Epoch 3: 40%|... 200/500`: the bar restarts every epoch; count steps across epochs
+            em = _TQDM_EPOCH.search(seg, 0, m.start())
+            if em is not None:
+                step += float(em.group(1)) * float(m.group(2))
+            out.append((step, metrics))
     return out
 
 
