@@ -350,8 +350,8 @@ def detect_loss(s: Series) -> LossAnalysis:
         f = _slow_divergence(s, mean_steps, means)
         if f:
             out.append(f)
-    f = _plateau(s, mean_steps, means)
-    if f:
+    f = None if any(x.code == "divergence" for x in out) else _plateau(s, mean_steps, means)
+    if f:  # a run that learnt and then diverged is not a plateau
         out.append(f)
     f = _oscillation(s, mean_steps, means)
     if f:
