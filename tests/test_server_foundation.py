@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -130,3 +131,48 @@ def test_serve_rejects_missing_workspace(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "not an existing directory" in proc.stderr
+
+
+@pytest.mark.anyio
+async def test_analysis_results_become_evidence(workspace: Path) -> None:
+    (workspace / "train.log").write_text(
+        "".join(f"step {i} | loss {2.0 - i * 0.01:.3f}\n" for i in range(50))
+    )
+    server, _ = build_server(ServerConfig(workspaces=[workspace]))
+    async with Client(server) as client:
+        unknown = await client.call_tool(
+            "analyze_training_log", {"path": "train.log", "investigation_id": "nope"}
+        )
+        assert unknown.is_error and "does not exist" in unknown.content[0].text
+        assert "start_investigation" in unknown.content[0].text
+        started = await client.call_tool(
+            "start_investigation",
+            {
+                "symptom": "loss does not go down",
+                "expected": "loss falls",
+                "observed": "flat loss",
+                "reproducer": "python train.py",
+            },
+        )
+        assert not started.is_error, started.content[0].text
+        inv = started.structured_content["investigation_id"]
+        result = await client.call_tool(
+            "analyze_training_log", {"path": "train.log", "investigation_id": inv}
+        )
+        assert not result.is_error, result.content[0].text
+        ev = result.structured_content["evidence_id"]
+        assert ev and f"Stored as evidence {ev}." in result.content[0].text
+        timeline = await client.call_tool("get_investigation", {"investigation_id": inv})
+        assert ev in json.dumps(timeline.structured_content)
+
+
+@pytest.mark.anyio
+async def test_unusable_state_store_is_a_clear_error(workspace: Path) -> None:
+    (workspace / "afile").write_text("not a folder")
+    server, _ = build_server(
+        ServerConfig(workspaces=[workspace], state_path=workspace / "afile" / "state.db")
+    )
+    async with Client(server) as client:
+        result = await client.call_tool("list_investigations", {})
+        assert result.is_error
+        assert "state store is unavailable" in result.content[0].text and "--state" in result.content[0].text

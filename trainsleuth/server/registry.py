@@ -230,7 +230,10 @@ def error_result(message: str, next_step: str | None = None) -> CallToolResult:
 
 
 def _success_result(out: ToolOutput, call: ToolCall) -> CallToolResult:
-    text = bound_text(out.render_text(), call.ctx.config.max_text_chars)
+    text = out.render_text()
+    if isinstance(out, AnalysisOutput) and out.evidence_id and out.evidence_id not in text:
+        text += f"\nStored as evidence {out.evidence_id}."
+    text = bound_text(text, call.ctx.config.max_text_chars)
     content: list[Any] = [TextContent(type="text", text=text)]
     for png in call.images:
         content.append(ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"))

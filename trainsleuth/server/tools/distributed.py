@@ -123,33 +123,25 @@ class EnvironmentInput(AnalysisInput):
 # ---------------------------------------------------------------------------- outputs
 
 
-def _with_evidence(text: str, evidence_id: str | None) -> str:
-    return f"{text}\nStored as evidence {evidence_id}." if evidence_id else text
-
-
+# The report's own render_text comes first in the MRO; the registry appends the evidence id.
 class CheckDistributedOutput(DistributedReport, AnalysisOutput):
-    def render_text(self) -> str:
-        return _with_evidence(DistributedReport.render_text(self), self.evidence_id)
+    pass
 
 
 class ComparePrecisionOutput(PrecisionReport, AnalysisOutput):
-    def render_text(self) -> str:
-        return _with_evidence(PrecisionReport.render_text(self), self.evidence_id)
+    pass
 
 
 class DumpStacksOutput(StacksReport, AnalysisOutput):
-    def render_text(self) -> str:
-        return _with_evidence(StacksReport.render_text(self), self.evidence_id)
+    pass
 
 
 class DiffCheckpointsOutput(CheckpointDiff, AnalysisOutput):
-    def render_text(self) -> str:
-        return _with_evidence(CheckpointDiff.render_text(self), self.evidence_id)
+    pass
 
 
 class EnvironmentOutput(EnvironmentReport, AnalysisOutput):
-    def render_text(self) -> str:
-        return _with_evidence(EnvironmentReport.render_text(self), self.evidence_id)
+    pass
 
 
 # ---------------------------------------------------------------------------- policy helpers
