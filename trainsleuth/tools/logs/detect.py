@@ -204,15 +204,17 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) 
             recovered = None
         sp = Spike(start, peak, last_flag, recovered, base, sig, thr)
         sp.flagged = sum(flags[start : last_flag + 1])
+        # Onset: walk back from the first flagged point over the records that were already
+        # rising above the calm level (a ramp that crossed the threshold only later).
         onset = start
-        if kind == "grad_norm":
-            while (
-                onset - 1 >= 0
-                and vals[onset - 1] < vals[onset]
-                and vals[onset - 1] > 2 * base
-                and steps[onset] - steps[onset - 1] <= 3 * spacing  # not back across a gap
-            ):
-                onset -= 1
+        rise_floor = 2 * base if kind == "grad_norm" else calm
+        while (
+            onset - 1 >= 0
+            and vals[onset - 1] < vals[onset]
+            and vals[onset - 1] > rise_floor
+            and steps[onset] - steps[onset - 1] <= 3 * spacing  # not back across a gap
+        ):
+            onset -= 1
         sp.onset = onset
         spikes.append(sp)
         i = last_flag + 1
@@ -296,18 +298,34 @@ def detect_loss(s: Series) -> LossAnalysis:
         )
         if sp.recovered is None and sp.end == len(vals) - 1 and tail >= 4 and tail_flag_frac >= 0.75:
             diverged = True
+            # the rise starts at the first record after the last one at the pre-change level
+            onset = sp.onset
+            calm = sp.base + max(2 * sp.sigma, 0.1 * abs(sp.base))
+            spacing = _spacing(steps)
+            while (
+                onset - 1 >= 0 and vals[onset - 1] > calm and steps[onset] - steps[onset - 1] <= 3 * spacing
+            ):
+                onset -= 1
+            sp.onset = onset
+            ev.update(
+                before=_r(vals[onset - 1]) if onset > 0 else None,
+                before_step=_num(steps[onset - 1]) if onset > 0 else None,
+                confirmed_step=_num(steps[sp.start]),
+            )
             out.append(
                 finding(
                     "divergence",
                     "error",
                     f"{s.name} jumps from about {_r(sp.base)} to {_r(vals[sp.start])} at step "
-                    f"{_num(steps[sp.start])} and stays high to the end of the log ({tail} records, last "
+                    f"{_num(steps[sp.start])}"
+                    + (f" (rising from step {_num(steps[onset])})" if onset < sp.start else "")
+                    + f" and stays high to the end of the log ({len(vals) - onset} records, last "
                     f"{_r(vals[-1])}): a divergence, not a transient spike.",
-                    step=steps[sp.start],
+                    step=steps[onset],
                     metric=s.name,
                     last=_r(vals[-1]),
                     last_step=_num(steps[-1]),
-                    records_elevated=tail,
+                    records_elevated=len(vals) - onset,
                     **ev,
                 )
             )
@@ -322,16 +340,23 @@ def detect_loss(s: Series) -> LossAnalysis:
                 else "; the log ends before it recovers."
             )
         )
+        if sp.onset < sp.start:
+            msg += f" It starts rising at step {_num(steps[sp.onset])}."
+            ev.update(
+                before=_r(vals[sp.onset - 1]) if sp.onset > 0 else None,
+                before_step=_num(steps[sp.onset - 1]) if sp.onset > 0 else None,
+                confirmed_step=_num(steps[sp.start]),
+            )
         out.append(
             finding(
                 "loss_spike",
                 "warning",
                 msg,
-                step=steps[sp.start],
+                step=steps[sp.onset],
                 metric=s.name,
                 recovered_step=_num(rec_step),
                 recovered=rec_step is not None,
-                records=sp.end - sp.start + 1,
+                records=sp.end - sp.onset + 1,
                 **ev,
             )
         )
@@ -386,13 +411,15 @@ def _slow_divergence(s: Series, steps: list[float], vals: list[float]) -> Findin
     if sum(v > lo + need / 2 for v in tail) < 0.8 * len(tail):
         return None
     cross = next((i for i in range(lo_i, n) if rm[i] > lo + need / 2), n - 1)
+    onset = _hinge_onset(vals, max(0, lo_i - w), cross, w)
     return finding(
         "divergence",
         "error",
-        f"{s.name} rises steadily from a low of {_r(lo)} (step {_num(steps[lo_i])}) to {_r(final)} at the end "
-        f"of the log and does not come back down.",
-        step=steps[cross],
+        f"{s.name} rises steadily from step {_num(steps[onset])}, from a low of {_r(lo)} (trailing median at "
+        f"step {_num(steps[lo_i])}) to {_r(final)} at the end of the log, and does not come back down.",
+        step=steps[onset],
         metric=s.name,
+        confirmed_step=_num(steps[cross]),
         low=_r(lo),
         low_step=_num(steps[lo_i]),
         final_median=_r(final),
@@ -400,6 +427,42 @@ def _slow_divergence(s: Series, steps: list[float], vals: list[float]) -> Findin
         rise=_r(rise),
         threshold=_r(need),
     )
+
+
+def _hinge_onset(vals: list[float], first: int, last: int, w: int) -> int:
+    """Where a level turns into a steady rise: the knee c in [first, last] of the least-squares
+    fit y = a + b * max(0, i - c) (b > 0) over the records from `first - w` to `last + w`."""
+    lo, hi = max(0, first - w), min(len(vals) - 1, last + w)
+    ys = vals[lo : hi + 1]
+    m = len(ys)
+    if m < 4 or last <= first:
+        return last
+    # prefix sums over the window (positions relative to lo)
+    py = [0.0]
+    pjy = [0.0]
+    for j, y in enumerate(ys):
+        py.append(py[-1] + y)
+        pjy.append(pjy[-1] + j * y)
+    sy = py[-1]
+    syy_c = sum((y - sy / m) ** 2 for y in ys)
+    best, best_sse = last, math.inf
+    for c in range(first, last + 1):
+        cj = c - lo
+        k = m - 1 - cj  # x runs 0..k over the positions cj..m-1
+        if k < 1:
+            continue
+        sx = k * (k + 1) / 2
+        sxx = k * (k + 1) * (2 * k + 1) / 6
+        tail_y = sy - py[cj]
+        sxy = (pjy[m] - pjy[cj]) - cj * tail_y
+        vxx = sxx - sx * sx / m
+        vxy = sxy - sx * sy / m
+        if vxx <= 0 or vxy <= 0:  # no rise after c
+            continue
+        sse = syy_c - vxy * vxy / vxx
+        if sse < best_sse:
+            best, best_sse = c, sse
+    return best
 
 
 def _plateau(s: Series, steps: list[float], vals: list[float]) -> Finding | None:
@@ -442,13 +505,26 @@ def _oscillation(s: Series, steps: list[float], vals: list[float]) -> Finding | 
     level = abs(median(half))
     if frac < 0.9 or amp < 0.1 * level:
         return None
+    # the second half settles it; the alternation may start earlier: walk back while each record
+    # still swings (by at least half the typical swing) the other way from the one after it
+    start = n // 2
+    while start >= 2:
+        d1 = vals[start] - vals[start - 1]
+        d0 = vals[start - 1] - vals[start - 2]
+        if (d0 > 0) == (d1 > 0) or min(abs(d0), abs(d1)) < 0.5 * amp or d0 == 0:
+            break
+        start -= 1
+    if start == 1 and abs(vals[1] - vals[0]) >= 0.5 * amp:
+        start = 0  # alternating from the first record
     return finding(
         "oscillation",
         "warning",
         f"{s.name} alternates up and down on {frac * 100:.0f}% of consecutive records over the second half "
-        f"of the log (typical swing {_r(amp)} around {_r(level)}) instead of converging.",
-        step=steps[n // 2],
+        f"of the log (typical swing {_r(amp)} around {_r(level)}) instead of converging"
+        + (f"; the alternation starts at step {_num(steps[start])}." if start < n // 2 else "."),
+        step=steps[start],
         metric=s.name,
+        confirmed_step=_num(steps[n // 2]) if start < n // 2 else None,
         alternation=_r(frac),
         typical_swing=_r(amp),
         level=_r(level),
@@ -477,7 +553,7 @@ def grad_findings(
         lead = None
         linked = None
         for ls, lsteps, lsp in loss_spikes:
-            lstart = lsteps[lsp.start]
+            lstart = lsteps[lsp.onset]
             if onset_step <= lstart <= end_step + 3 * spacing and lstart - onset_step <= 50 * spacing:
                 lead = lstart - onset_step
                 linked = (ls.name, lstart)
@@ -572,13 +648,16 @@ def detect_overfitting(val: Series, train: Series) -> Finding | None:
     if not t_now < t_then * 0.98:
         return None
     first_bad = next(i for i in range(mi + 1, len(vvals)) if vvals[i] > vmin + margin)
+    # it starts with the first evaluation after the best one; `confirmed_step` is the first that is
+    # clearly (by the margin) worse
     return finding(
         "overfitting",
         "warning",
         f"{val.name} is lowest ({_r(vmin)}) at step {_num(vsteps[mi])} and worsens to {_r(vvals[-1])} while "
         f"{train.name} keeps improving ({_r(t_then)} -> {_r(t_now)}).",
-        step=vsteps[first_bad],
+        step=vsteps[mi + 1],
         metric=val.name,
+        confirmed_step=_num(vsteps[first_bad]),
         best=_r(vmin),
         best_step=_num(vsteps[mi]),
         last=_r(vvals[-1]),
@@ -666,13 +745,27 @@ def detect_throughput(s: Series, batch_changes: bool) -> Finding | None:
     k = len(rm) - 1
     while k > 0 and (rm[k - 1] < ref * 0.85 if higher else rm[k - 1] > ref / 0.85):
         k -= 1
+    # The trailing median crosses only once most of its window is slow: the change itself is the
+    # split of the records before that point into "at the old level" then "at the new level"
+    # with the fewest records on the wrong side (split between the two levels).
+    confirmed = k + w - 1
+    mid = math.sqrt(ref * final)
+    lo, hi = max(0, confirmed - 2 * w), min(n, confirmed + w)
+    slow = [(v < mid if higher else v > mid) for v in vals[lo:hi]]
+    wrong = sum(not x for x in slow)  # split at lo: every fast record is on the wrong side
+    onset, best = lo, wrong
+    for c in range(lo + 1, confirmed + 1):
+        wrong += 1 if slow[c - 1 - lo] else -1
+        if wrong < best:
+            onset, best = c, wrong
     return finding(
         "throughput_drop",
         "warning",
-        f"{s.name} regresses from about {_r(ref)} to {_r(final)} from step {_num(rsteps[k])} on and stays "
+        f"{s.name} regresses from about {_r(ref)} to {_r(final)} from step {_num(steps[onset])} on and stays "
         f"there ({(1 - ratio) * 100:.0f}% slower).",
-        step=rsteps[k],
+        step=steps[onset],
         metric=s.name,
+        confirmed_step=_num(rsteps[k]),
         reference=_r(ref),
         final=_r(final),
         slowdown=_r(1 - ratio),
