@@ -8,26 +8,28 @@ import math
 import random
 from pathlib import Path
 
+from trainsleuth.tools.findings import Finding
 from trainsleuth.tools.logs import analyze
+from trainsleuth.tools.logs.analyze import LogReport
 
 
-def _write(path: Path, records: list[dict]) -> Path:  # type: ignore[type-arg]
+def _write(path: Path, records: list[dict[str, float]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
 
 
-def _base(n: int = 200, seed: int = 0) -> list[dict]:  # type: ignore[type-arg]
+def _base(n: int = 200, seed: int = 0) -> list[dict[str, float]]:
     rng = random.Random(seed)
     return [{"step": i * 10, "loss": 2.0 * math.exp(-i / 80) + 1.0 + rng.gauss(0, 0.02)} for i in range(n)]
 
 
-def _events(report, code: str) -> list:  # type: ignore[no-untyped-def, type-arg]
+def _events(report: LogReport, code: str) -> list[Finding]:
     found = [e for e in report.events if e.code == code]
     assert found, f"no {code} in {[e.one_line() for e in report.events]}"
     return found
 
 
-def _loud_codes(report) -> set[str]:  # type: ignore[no-untyped-def]
+def _loud_codes(report: LogReport) -> set[str]:
     return {e.code for e in report.events if e.severity != "info"}
 
 
@@ -63,7 +65,7 @@ def test_slow_divergence_starts_at_the_knee(tmp_path: Path) -> None:
         recs.append({"step": i * 10, "loss": loss * (1 + rng.gauss(0, 0.015))})
     report = analyze(_write(tmp_path / "a.jsonl", recs))
     (e,) = _events(report, "divergence")
-    assert 1780 <= e.step <= 1880, e.one_line()  # the rise starts after step 1800
+    assert e.step is not None and 1780 <= e.step <= 1880, e.one_line()  # the rise starts after step 1800
     assert e.evidence["confirmed_step"] >= e.step + 100
     assert f"rises steadily from step {e.step}" in e.message
 
@@ -114,7 +116,7 @@ def test_oscillation_starts_where_the_alternation_does(tmp_path: Path) -> None:
     recs = [{"step": i * 10, "loss": 3.0 - 0.01 * i} for i in range(60)]
     recs += [{"step": (60 + i) * 10, "loss": 2.0 if i % 2 else 1.0} for i in range(140)]
     (e,) = _events(analyze(_write(tmp_path / "a.jsonl", recs)), "oscillation")
-    assert 600 <= e.step <= 610 and e.evidence["confirmed_step"] == 1000
+    assert e.step is not None and 600 <= e.step <= 610 and e.evidence["confirmed_step"] == 1000
 
 
 def test_healthy_shapes_stay_quiet_with_onset_search(tmp_path: Path) -> None:
