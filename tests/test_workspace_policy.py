@@ -87,3 +87,24 @@ def test_interpreter_policy(workspace: Path, tmp_path: Path) -> None:
     assert allowed.interpreter(str(other / "bin" / "python")) == other / "bin" / "python"
     with pytest.raises(PolicyError, match="does not exist"):
         ctx.interpreter(str(workspace / "nope" / "python"))
+
+
+def test_entrypoints(workspace: Path, tmp_path: Path) -> None:
+    from trainsleuth.server.context import ServerConfig, ServerContext
+    from trainsleuth.server.registry import check_entrypoint
+
+    ctx = ServerContext(ServerConfig(workspaces=[workspace]))
+    (workspace / "train.py").write_text("def make(): ...\n")
+    (tmp_path / "evil.py").write_text("def make(): ...\n")
+    assert check_entrypoint("train.py:make", ctx) == f"{workspace.resolve() / 'train.py'}:make"
+    assert check_entrypoint("pkg.mod:make", ctx) == "pkg.mod:make"
+    for bad, why in [
+        ("../evil.py:make", "outside the workspace"),
+        (f"{tmp_path / 'evil.py'}:make", "outside the workspace"),
+        ("missing.py:make", "does not exist"),
+        ("train.py", "must look like"),
+        ("-m:make", "must look like"),
+        ("os;rm -rf:make", "not a valid"),
+    ]:
+        with pytest.raises(PolicyError, match=why):
+            check_entrypoint(bad, ctx)

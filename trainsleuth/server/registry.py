@@ -12,6 +12,7 @@ import base64
 import inspect
 import json
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,9 +47,16 @@ class RefArg:
     """Marks a field that is passed to git as a ref (or option): it may not begin with '-'."""
 
 
+@dataclass(frozen=True)
+class EntrypointArg:
+    """Marks a probe entrypoint (`file.py:function` or `package.module:function`): a file part must
+    exist inside a workspace and is replaced by its resolved path; a module part is kept as given."""
+
+
 WorkspacePath = Annotated[str, PathArg()]
 ExistingPath = Annotated[str, PathArg(must_exist=True)]
 GitRef = Annotated[str, RefArg()]
+Entrypoint = Annotated[str, EntrypointArg()]
 
 
 class ToolInput(BaseModel):
@@ -187,9 +195,10 @@ class RegisteredTool(Generic[InT, OutT]):
 
 
 def _markers(annotation: Any, metadata: list[Any]) -> list[Any]:
-    found = [m for m in metadata if isinstance(m, (PathArg, RefArg))]
+    kinds = (PathArg, RefArg, EntrypointArg)
+    found = [m for m in metadata if isinstance(m, kinds)]
     if get_origin(annotation) is Annotated:
-        found += [m for m in get_args(annotation)[1:] if isinstance(m, (PathArg, RefArg))]
+        found += [m for m in get_args(annotation)[1:] if isinstance(m, kinds)]
     for arg in get_args(annotation):
         if arg is not type(None):
             found += _markers(arg, [])
@@ -203,7 +212,29 @@ def _apply_marker(value: Any, marker: Any, ctx: ServerContext, field_name: str) 
         return [_apply_marker(v, marker, ctx, f"{field_name}[{i}]") for i, v in enumerate(value)]
     if isinstance(marker, PathArg):
         return str(ctx.policy.resolve(value, field=field_name, must_exist=marker.must_exist))
+    if isinstance(marker, EntrypointArg):
+        return check_entrypoint(value, ctx, field_name)
     return check_ref(value, field=field_name)
+
+
+def check_entrypoint(value: str, ctx: ServerContext, field_name: str = "entrypoint") -> str:
+    target, sep, func = value.rpartition(":")
+    if not sep or not target or not func or value.startswith("-"):
+        raise PolicyError(
+            f"{field_name}: {value!r} must look like path/to/file.py:function or package.module:function",
+            "pass e.g. train.py:make_probe (a function that returns the entrypoint mapping)",
+        )
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        try:
+            resolved = ctx.policy.resolve(target, field=field_name, must_exist=True)
+        except PolicyError as exc:
+            raise PolicyError(
+                str(exc), "pass the path of an existing .py file inside the workspace"
+            ) from None
+        return f"{resolved}:{func}"
+    if not all(part.isidentifier() for part in target.split(".")) or not func.isidentifier():
+        raise PolicyError(f"{field_name}: {value!r} is not a valid package.module:function")
+    return value
 
 
 def apply_policy(args: BaseModel, ctx: ServerContext) -> BaseModel:
@@ -301,7 +332,12 @@ class ToolRegistry:
                     )
                 return _success_result(out, call)
             except PolicyError as exc:
-                return error_result(f"Refused by workspace policy: {exc}")
+                where = ", ".join(str(ws) for ws in ctx.policy.workspaces)
+                return error_result(
+                    f"Refused by workspace policy: {exc}",
+                    exc.next_step
+                    or f"pass a value inside the workspace ({where}) that satisfies the rule above",
+                )
             except ToolFailure as exc:
                 return error_result(exc.message, exc.next_step)
             except ProtocolError as exc:
@@ -406,6 +442,7 @@ class PlaceholderOutput(ToolOutput):
 __all__ = [
     "AnalysisInput",
     "AnalysisOutput",
+    "Entrypoint",
     "ExistingPath",
     "GitRef",
     "PathArg",

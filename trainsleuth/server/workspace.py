@@ -13,7 +13,11 @@ from pathlib import Path
 
 
 class PolicyError(Exception):
-    """A path or argument was refused by the workspace policy."""
+    """A path or argument was refused by the workspace policy; `next_step` says what to pass instead."""
+
+    def __init__(self, message: str, next_step: str | None = None) -> None:
+        super().__init__(message)
+        self.next_step = next_step
 
 
 class WorkspacePolicy:

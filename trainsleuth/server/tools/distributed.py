@@ -7,7 +7,6 @@ environment}` and run user code through the standalone runners in the user's int
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +15,7 @@ from pydantic import Field
 from trainsleuth.server.registry import (
     AnalysisInput,
     AnalysisOutput,
+    Entrypoint,
     ExistingPath,
     ToolCall,
     ToolFailure,
@@ -46,7 +46,7 @@ ENTRYPOINT_DESCRIPTION = (
 
 
 class CheckDistributedInput(AnalysisInput):
-    entrypoint: str = Field(description=ENTRYPOINT_DESCRIPTION)
+    entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
     nproc: int = Field(default=2, ge=2, le=16, description="number of ranks (processes) torchrun starts")
     steps: int = Field(default=2, ge=1, le=10, description="training steps per rank (2 reveals buffer drift)")
     backend: Literal["auto", "gloo", "nccl"] = Field(
@@ -65,7 +65,7 @@ class CheckDistributedInput(AnalysisInput):
 
 
 class ComparePrecisionInput(AnalysisInput):
-    entrypoint: str = Field(description=ENTRYPOINT_DESCRIPTION)
+    entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
     dtypes: list[Precision] = Field(
         default_factory=lambda: list(DEFAULT_DTYPES), description="reduced precisions to compare with fp32"
     )
@@ -100,7 +100,7 @@ class DumpStacksInput(AnalysisInput):
 class DiffCheckpointsInput(AnalysisInput):
     a: ExistingPath = Field(description="a checkpoint: torch.save file (.pt/.pth/.bin) or .safetensors")
     b: ExistingPath | None = Field(default=None, description="the checkpoint to compare with")
-    entrypoint: str | None = Field(
+    entrypoint: Entrypoint | None = Field(
         default=None, description="instead of b: compare a with this entrypoint's model.state_dict()"
     )
     rtol: float = Field(default=0.0, ge=0, description="relative difference still counted as equal")
@@ -147,25 +147,6 @@ class EnvironmentOutput(EnvironmentReport, AnalysisOutput):
 # ---------------------------------------------------------------------------- policy helpers
 
 
-def check_interpreter(call: ToolCall, python: str | None) -> Path:
-    """The interpreter to run user code with (the server-wide policy in ServerContext.interpreter)."""
-    return call.ctx.interpreter(python)
-
-
-def check_entrypoint(call: ToolCall, entrypoint: str) -> str:
-    """`file.py:function` resolved inside the workspace; `package.module:function` as given."""
-    target, sep, func = entrypoint.rpartition(":")
-    if not sep or not target or not func or entrypoint.startswith("-"):
-        raise ToolFailure(
-            f"entrypoint {entrypoint!r} must look like path/to/file.py:function or package.module:function",
-            "pass e.g. train.py:make_probe",
-        )
-    if target.endswith(".py") or "/" in target or os.sep in target:
-        resolved = call.ctx.policy.resolve(target, field="entrypoint", must_exist=True)
-        return f"{resolved}:{func}"
-    return entrypoint
-
-
 def _fail(exc: AnalysisError) -> ToolFailure:
     return ToolFailure(exc.message, exc.next_step)
 
@@ -176,8 +157,8 @@ def _fail(exc: AnalysisError) -> ToolFailure:
 def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> CheckDistributedOutput:
     from trainsleuth.tools.distributed.check import check_distributed
 
-    entry = check_entrypoint(call, args.entrypoint)
-    python = check_interpreter(call, args.python)
+    entry = args.entrypoint
+    python = call.ctx.interpreter(args.python)
     call.progress(0, 1, f"starting {args.nproc} ranks under torchrun")
     try:
         report = check_distributed(
@@ -202,8 +183,8 @@ def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> Check
 def compare_precision_tool(args: ComparePrecisionInput, call: ToolCall) -> ComparePrecisionOutput:
     from trainsleuth.tools.precision.compare import compare_precision
 
-    entry = check_entrypoint(call, args.entrypoint)
-    python = check_interpreter(call, args.python)
+    entry = args.entrypoint
+    python = call.ctx.interpreter(args.python)
     rtol = {k: v for k, v in (("bf16", args.rtol_bf16), ("fp16", args.rtol_fp16)) if v is not None}
     try:
         report = compare_precision(
@@ -249,13 +230,13 @@ def diff_checkpoints_tool(args: DiffCheckpointsInput, call: ToolCall) -> DiffChe
             "give exactly one of b (a second checkpoint) or entrypoint (a model to compare the checkpoint with)",
             "pass b='other.pt' or entrypoint='train.py:build'",
         )
-    entry = check_entrypoint(call, args.entrypoint) if args.entrypoint else None
+    entry = args.entrypoint
     try:
         report = diff_checkpoints(
             Path(args.a),
             Path(args.b) if args.b else None,
             entrypoint=entry,
-            python=lambda: check_interpreter(call, args.python),
+            python=lambda: call.ctx.interpreter(args.python),
             cwd=call.ctx.workspace,
             rtol=args.rtol,
             atol=args.atol,
@@ -272,9 +253,9 @@ def diff_checkpoints_tool(args: DiffCheckpointsInput, call: ToolCall) -> DiffChe
 def environment_report_tool(args: EnvironmentInput, call: ToolCall) -> EnvironmentOutput:
     from trainsleuth.tools.environment.report import environment_report
 
-    pythons = [check_interpreter(call, args.python)]
+    pythons = [call.ctx.interpreter(args.python)]
     if args.compare_python:
-        pythons.append(check_interpreter(call, args.compare_python))
+        pythons.append(call.ctx.interpreter(args.compare_python))
     try:
         report = environment_report(
             pythons,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ from pydantic import Field
 from trainsleuth.server.registry import (
     AnalysisInput,
     AnalysisOutput,
+    Entrypoint,
     ExistingPath,
     ToolCall,
     ToolFailure,
@@ -23,7 +22,7 @@ ISSUE = 5
 
 
 class ProbeInput(AnalysisInput):
-    entrypoint: str = Field(
+    entrypoint: Entrypoint = Field(
         description="path/to/file.py:function (relative to the workspace) or package.module:function; "
         "the function returns {'model', 'batch' or 'batches', optional 'loss_fn', 'optimizer', 'step_fn'}"
     )
@@ -56,10 +55,7 @@ class ProbeOutput(AnalysisOutput):
         from trainsleuth.tools.probe.report import ProbeReport, render_report
 
         report = ProbeReport.model_validate(self.model_dump(exclude={"healthy", "evidence_id"}))
-        text = render_report(report)
-        if self.evidence_id:
-            text += f"\nStored as evidence {self.evidence_id}."
-        return text
+        return render_report(report)
 
     def evidence_summary(self) -> str:
         if self.healthy:
@@ -93,8 +89,6 @@ class ReadProbeRunOutput(AnalysisOutput):
         loss = self.trends.get("loss") or []
         if loss:
             lines.append("Loss trend: " + ", ".join(f"{s}:{v}" for s, v in loss[-12:]))
-        if self.evidence_id:
-            lines.append(f"Stored as evidence {self.evidence_id}.")
         return "\n".join(lines)
 
     def evidence_summary(self) -> str:
@@ -102,50 +96,12 @@ class ReadProbeRunOutput(AnalysisOutput):
         return f"live probe run {self.run_dir}: {codes}"[:300]
 
 
-def check_interpreter(call: ToolCall, python: str | None) -> Path:
-    """The interpreter to run user code with, or ToolFailure when the policy forbids it."""
-    from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
-
-    workspace = call.ctx.workspace
-    try:
-        path = resolve_interpreter(python, workspace)
-    except InterpreterError as exc:
-        raise ToolFailure(
-            str(exc), "pass an existing interpreter, e.g. the project's .venv/bin/python"
-        ) from None
-    absolute = Path(os.path.abspath(path))
-    allowed = [Path(sys.executable), *call.ctx.config.allowed_interpreters]
-    same = any(
-        absolute == Path(os.path.abspath(a)) or absolute.resolve() == Path(a).resolve() for a in allowed
-    )
-    if not same and not call.ctx.policy.contains(absolute):
-        raise ToolFailure(
-            f"interpreter {str(absolute)!r} is outside the workspace and not allowed: tools only run code with an "
-            "interpreter inside a workspace (e.g. its .venv), the server's own, or one allowed with --allow-python",
-            f"use the project's .venv inside the workspace, or restart the server with --allow-python {absolute}",
-        )
-    return absolute
-
-
-def _entrypoint_in_workspace(call: ToolCall, entrypoint: str) -> str:
-    target, sep, func = entrypoint.rpartition(":")
-    if not sep or not target or not func:
-        raise ToolFailure(
-            f"entrypoint {entrypoint!r} must look like path/to/file.py:function or package.module:function",
-            "pass e.g. train.py:make_probe",
-        )
-    if target.endswith(".py") or "/" in target or os.sep in target:
-        resolved = call.ctx.policy.resolve(target, field="entrypoint")
-        return f"{resolved}:{func}"
-    return entrypoint
-
-
 def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
     from trainsleuth.tools.probe.plot import grad_norm_png
     from trainsleuth.tools.probe.report import ProbeError, run_probe
 
-    python = check_interpreter(call, args.python)
-    entry = _entrypoint_in_workspace(call, args.entrypoint)
+    python = call.ctx.interpreter(args.python)
+    entry = args.entrypoint  # resolved inside the workspace by the registry (Entrypoint)
     call.progress(0, args.steps, f"probing {args.entrypoint} with {python}")
     try:
         report = run_probe(
