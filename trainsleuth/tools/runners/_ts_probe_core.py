@@ -602,7 +602,7 @@ class Recorder:
         if best is None:
             roots = [e for e in evs if e["parent"] is None]
             if any(e["out_grad_nf"] is not None for e in roots):
-                return {"step": k, "module": None, "kind": "loss"}
+                return self._loss_entry_origin(k)
             if self._param_nf_t:
                 mod = min(self._param_nf_t, key=lambda m: self._param_nf_t[m])
                 return {"step": k, "module": mod or None, "type": self.types.get(mod), "kind": "module"}
@@ -616,6 +616,24 @@ class Recorder:
             "kind": "module",
             "nonfinite_param_grads": bad[:10],
         }
+
+    def _loss_entry_origin(self, k):
+        """The non-finite gradient came from outside the model (the loss code): name the first module
+        it reaches in backward order (output gradient or parameter gradient; deepest on ties,
+        the top-level module only when nothing below it received one)."""
+        origin = {"step": k, "module": None, "kind": "loss", "entered_from": "loss function"}
+        cands = []
+        for e in self._events:
+            times = [t for t in (e["out_grad_nf"], self._param_nf_t.get(e["name"])) if t is not None]
+            if times:
+                cands.append((e["parent"] is None, min(times), -e["depth"], e["name"]))
+        if not cands:
+            return origin
+        is_root, _t, _d, name = min(cands)
+        if not is_root and name:
+            bad = [n for (n, _p), o, s in zip(self.params, self.owner, self.pstats) if s.nonfinite]  # noqa: B905
+            origin.update({"module": name, "type": self.types.get(name), "nonfinite_param_grads": bad[:10]})
+        return origin
 
     # ------------------------------------------------------------------ summary
 

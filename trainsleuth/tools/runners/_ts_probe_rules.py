@@ -161,10 +161,14 @@ def analyze(stats):
     borigin = stats.get("backward_origin")
     if borigin and not origin:
         mod = borigin.get("module")
-        where = _display(mod) if borigin.get("kind") != "loss" else "the loss function"
-        msg = (
-            f"Forward and loss are finite but the backward pass creates NaN/Inf gradients, first at {where}."
-        )
+        if borigin.get("kind") == "loss":
+            msg = (
+                "Forward and loss are finite but the backward pass of the loss function creates NaN/Inf "
+                "gradients"
+                + (f"; the first module they reach is {mod} ({borigin.get('type')})." if mod else ".")
+            )
+        else:
+            msg = f"Forward and loss are finite but the backward pass creates NaN/Inf gradients, first at {_display(mod)}."
         ev = {k: v for k, v in borigin.items() if k not in ("module", "step")}
         out.append(
             finding("nonfinite_gradient", "error", msg, step=borigin.get("step"), module=mod, evidence=ev)
@@ -272,8 +276,23 @@ def analyze(stats):
                 info[p["name"]] = {"in_optimizer": p.get("in_optimizer"), "lr": p.get("lr")}
         if stuck:
             with_grad = {m: [n for n in ps if n in rms and rms[n] > floor] for m, ps in pbm.items()}
-            for mod in highest_modules(stuck, with_grad)[:MAX_LISTED]:
-                names = with_grad.get(mod, [])
+            groups = [(mod, with_grad.get(mod, []), []) for mod in highest_modules(stuck, with_grad)]
+            covered = {n for _, names, _ in groups for n in names}
+            # parameters stuck for a definite reason (missing from the optimizer, lr 0) whose module
+            # also holds parameters that do move: compared per parameter, reported under their module
+            partial = {}  # type: dict
+            for p in trainable:
+                n = p["name"]
+                if (
+                    n in stuck
+                    and n not in covered
+                    and (info[n]["in_optimizer"] is False or _num(info[n]["lr"]) == 0)
+                ):
+                    partial.setdefault(p.get("module", ""), []).append(n)
+            for mod, names in partial.items():
+                moved = [n for n in with_grad.get(mod, []) if n not in stuck]
+                groups.append((mod, names, moved))
+            for mod, names, moved in groups[:MAX_LISTED]:
                 missing = [n for n in names if info.get(n, {}).get("in_optimizer") is False]
                 lrs = sorted({info[n]["lr"] for n in names if n in info and info[n].get("lr") is not None})
                 if missing:
@@ -282,20 +301,26 @@ def analyze(stats):
                     why = "their learning rate is 0"
                 else:
                     why = "the optimizer step leaves them unchanged"
+                ev = {
+                    "params": names[:MAX_LISTED],
+                    "n_params": len(names),
+                    "in_optimizer": not missing,
+                    "learning_rates": lrs,
+                    "steps": grad_steps,
+                }
+                what = f"Parameters of {_display(mod)}"
+                if moved:
+                    ev["updated_params"] = moved[:MAX_LISTED]
+                    short = ", ".join(n.rpartition(".")[2] for n in names[:MAX_LISTED])
+                    what = f"Parameter(s) {short} of {_display(mod)} ({owner_type.get(mod)})"
                 out.append(
                     finding(
                         "params_not_updated",
                         "error",
-                        f"Parameters of {_display(mod)} receive gradients but are never changed by the optimizer step: {why}.",
+                        f"{what} receive gradients but are never changed by the optimizer step: {why}.",
                         step=0,
                         module=mod or None,
-                        evidence={
-                            "params": names[:MAX_LISTED],
-                            "n_params": len(names),
-                            "in_optimizer": not missing,
-                            "learning_rates": lrs,
-                            "steps": grad_steps,
-                        },
+                        evidence=ev,
                     )
                 )
 
