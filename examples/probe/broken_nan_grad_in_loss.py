@@ -9,11 +9,11 @@ import torch
 from torch import nn
 
 
-def _make(eps):
+def _make(eps: float) -> dict:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
 
-    def loss_fn(m, batch):
+    def loss_fn(m: nn.Module, batch: tuple) -> torch.Tensor:
         x, labels = batch
         z = m(x)
         diff = z[:, None, :] - z[None, :, :]
@@ -29,9 +29,9 @@ def _make(eps):
     }
 
 
-def broken():
+def broken() -> dict:
     return _make(0.0)
 
 
-def fixed():
+def fixed() -> dict:
     return _make(1e-8)

@@ -11,26 +11,26 @@ from torch import nn
 
 
 class Block(nn.Module):
-    def __init__(self, d=16):
+    def __init__(self, d: int = 16) -> None:
         super().__init__()
         self.fc = nn.Linear(d, d)
         self.norm = nn.LayerNorm(d)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(x + torch.relu(self.fc(x)))
 
 
 class Net(nn.Module):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.block = Block()
         self.head = nn.Linear(16, 3)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.block(x))
 
 
-def _make(include_norm_weights):
+def _make(include_norm_weights: bool) -> dict:
     torch.manual_seed(0)
     model = Net()
     named = list(model.named_parameters())
@@ -51,9 +51,9 @@ def _make(include_norm_weights):
     }
 
 
-def broken():
+def broken() -> dict:
     return _make(False)
 
 
-def fixed():
+def fixed() -> dict:
     return _make(True)

@@ -276,7 +276,7 @@ def analyze(stats):
                 info[p["name"]] = {"in_optimizer": p.get("in_optimizer"), "lr": p.get("lr")}
         if stuck:
             with_grad = {m: [n for n in ps if n in rms and rms[n] > floor] for m, ps in pbm.items()}
-            groups = [(mod, with_grad.get(mod, []), []) for mod in highest_modules(stuck, with_grad)]
+            groups = [(mod, with_grad.get(mod, []), []) for mod in highest_modules(stuck, with_grad)]  # type: list
             covered = {n for _, names, _ in groups for n in names}
             # parameters stuck for a definite reason (missing from the optimizer, lr 0) whose module
             # also holds parameters that do move: compared per parameter, reported under their module
