@@ -1,0 +1,200 @@
+"""The pyarrow CSV fast path gives exactly what the pure-Python reader gives, and is taken."""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainsleuth.tools.logs import analyze, collect
+from trainsleuth.tools.logs.collect import Collector
+from trainsleuth.tools.logs.errors import ErrorScanner
+from trainsleuth.tools.logs.readers import (
+    ARROW_MIN_BYTES,
+    ReadContext,
+    ReadStats,
+    read_csv_arrow,
+    read_csv_python,
+)
+
+DATA = Path(__file__).parent / "data" / "logs"
+
+
+def _read(path: Path, fast: bool) -> tuple[bool, Collector, ReadStats]:
+    collector = Collector()
+    stats = ReadStats()
+    ctx = ReadContext(collector, ErrorScanner(), stats)
+    size = path.stat().st_size
+    taken = read_csv_arrow(path, ctx, size) if fast else True
+    if not fast:
+        read_csv_python(path, ctx, size)
+    collector.finish()
+    return taken, collector, stats
+
+
+def _state(collector: Collector, stats: ReadStats) -> dict[str, Any]:
+    def norm(xs: list[float]) -> list[Any]:
+        return ["nan" if isinstance(x, float) and math.isnan(x) else x for x in xs]
+
+    out: dict[str, Any] = {
+        "records": collector.records,
+        "last_step": collector.last_step,
+        "position_steps": collector.position_steps,
+        "lines": stats.lines,
+        "bytes": stats.bytes_read,
+    }
+    for name, s in collector.series.items():
+        steps, means, maxs, mins = s.timeline()
+        out[name] = {
+            "role": s.role,
+            "summary": s.summary(),
+            "timeline": (norm(steps), norm(means), norm(maxs), norm(mins)),
+            "segments": [seg.as_dict() for seg in s.segments],
+            "nonfinite": (s.nonfinite, s.nonfinite_first_step, s.nonfinite_examples),
+            "positional": s.step_from_position,
+        }
+    return out
+
+
+def _same(path: Path) -> dict[str, Any]:
+    """Read with both readers; the fast path must be taken and agree in every detail."""
+    taken, fast_c, fast_s = _read(path, fast=True)
+    assert taken, f"the fast path refused {path.name}"
+    assert fast_s.reader == "pyarrow"
+    _, slow_c, slow_s = _read(path, fast=False)
+    assert slow_s.reader == "python"
+    fast, slow = _state(fast_c, fast_s), _state(slow_c, slow_s)
+    assert fast == slow
+    assert list(fast_c.series) == list(slow_c.series)  # same names in the same order
+    return fast
+
+
+def test_lightning_sparse_columns_and_keras(tmp_path: Path) -> None:
+    st = _same(DATA / "lightning_metrics.csv")
+    assert st["val_loss"]["timeline"][0] == [200.0, 400.0, 600.0]
+    assert st["lr-Adam"]["role"] == "lr" and len(st["train_loss"]["timeline"][0]) == 60
+    st = _same(DATA / "keras_training.csv")
+    assert st["loss"]["timeline"][0][:3] == [0.0, 1.0, 2.0]
+
+
+def test_tsv_nan_inf_and_empty_cells(tmp_path: Path) -> None:
+    p = tmp_path / "m.tsv"
+    rows = ["step\tloss\tval_loss\tgrad_norm"]
+    rows += [f"{i}\t{2 - i / 100:.3f}\t\t{1 + i % 3}" for i in range(40)]
+    rows += ["40\tnan\t1.5\tinf", "41\t\t1.4\t-inf", "42\tNaN\t\t1e400", "43\t1.1\t1.3\t-nan"]
+    p.write_text("\n".join(rows) + "\n")
+    st = _same(p)
+    assert st["loss"]["nonfinite"][0] == 2 and st["loss"]["nonfinite"][1] == 40.0
+    assert st["val_loss"]["timeline"][0] == [40.0, 41.0, 43.0]
+    assert st["grad_norm"]["nonfinite"][0] == 4
+
+
+def test_text_and_quoted_columns(tmp_path: Path) -> None:
+    p = tmp_path / "m.csv"
+    rows = ["step,loss,run,note"] + [f'{i},{2 - i / 100:.3f},baseline,"a, b"' for i in range(30)]
+    p.write_text("\n".join(rows) + "\n")
+    st = _same(p)
+    assert set(st) - {"records", "last_step", "position_steps", "lines", "bytes"} == {"loss"}
+    q = tmp_path / "percent.csv"  # a text column with numbers in some rows ("12%" is read as 12)
+    q.write_text(
+        "step,loss,acc\n"
+        + "".join(f"{i},{1 / (i + 1):.4f},{'n/a' if i % 3 else f'{i}%'}\n" for i in range(50))
+    )
+    st = _same(q)
+    assert st["acc"]["timeline"][0][:2] == [0.0, 3.0]
+
+
+def test_crlf_rows_without_steps_and_restarts_over_many_blocks(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    p = tmp_path / "big.csv"
+    lines = ["step,train_loss,val_loss,lr"]
+    step = 0
+    for i in range(30000):  # about 1 MB: several of the Python reader's blocks, > 4096 points
+        step = step + 1 if i != 12000 else 5000  # a restart: steps go back
+        cell = "" if i == 20000 else str(step)  # one row without a step: that block is positional
+        val = f"{rng.random():.4f}" if i % 250 == 0 else ""
+        lines.append(f"{cell},{2 + rng.gauss(0, 0.1):.5f},{val},3e-4")
+    p.write_text("\n".join(lines) + "\n")
+    st = _same(p)
+    assert st["train_loss"]["summary"]["segments"] >= 2 and st["train_loss"]["positional"]
+    q = tmp_path / "crlf.csv"
+    q.write_bytes(b"".join(ln + b"\r\n" for ln in p.read_bytes().split(b"\n")[:8000]))
+    _same(q)
+    r = tmp_path / "nostep.csv"
+    r.write_text("loss,acc\n" + "".join(f"{1 / (i + 1):.4f},{i / 9000:.4f}\n" for i in range(9000)))
+    st = _same(r)
+    assert st["loss"]["positional"]
+    assert (st["loss"]["summary"]["first_step"], st["loss"]["summary"]["last_step"]) == (1, 9000)
+
+
+def test_unreadable_for_pyarrow_falls_back_unchanged(tmp_path: Path) -> None:
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text(
+        "step,loss,lr\n" + "".join(f"{i},{1 / (i + 1):.3f},0.1\n" for i in range(20)) + "20,0.5\n21,0.4,0.1\n"
+    )
+    late_text = tmp_path / "late_text.csv"  # text in a numeric column, far past the sniffed head
+    late_text.write_text(
+        "step,loss\n" + "".join(f"{i},{1 / (i + 1):.5f}\n" for i in range(20000)) + "20000,oops\n"
+    )
+    blank = tmp_path / "blank.csv"
+    blank.write_text("step,loss\n1,2.0\n\n2,1.9\n")
+    for path in (ragged, late_text, blank):
+        taken, collector, stats = _read(path, fast=True)
+        assert not taken and not collector.series and collector.records == 0 and stats.reader == ""
+        c, _, st = collect(path)
+        assert st.reader == "python"
+        _, slow_c, slow_s = _read(path, fast=False)
+        assert _state(c, st) == _state(slow_c, slow_s)
+    c, _, _ = collect(ragged)
+    assert c.series["loss"].summary()["points"] == 22 and c.series["lr"].summary()["points"] == 21
+
+
+def _plain_csv(path: Path) -> None:
+    rows = ["step,train_loss,grad_norm,lr"]
+    i = total = 0
+    while total < ARROW_MIN_BYTES + 10_000:
+        i += 1
+        rows.append(f"{i},{2 + 5 / (1 + i / 1e4):.6f},{1 + (i % 7) / 10:.4f},3.000000e-04")
+        total += len(rows[-1]) + 1
+    rows[5000] = "5000,9.5,40.0,3.000000e-04"  # a spike
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_plain_numeric_csv_takes_the_fast_path(tmp_path: Path) -> None:
+    p = tmp_path / "metrics.csv"
+    _plain_csv(p)
+    collector, _, stats = collect(p)
+    assert stats.reader == "pyarrow" and stats.format == "csv"
+    _, slow_c, slow_s = _read(p, fast=False)
+    assert _state(collector, stats) == _state(slow_c, slow_s)
+    report = analyze(p)
+    spikes = [e for e in report.events if e.code == "loss_spike"]
+    assert spikes and spikes[0].step == 5000
+
+
+def test_without_pyarrow_the_python_reader_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "metrics.csv"
+    _plain_csv(p)
+    for mod in [m for m in sys.modules if m == "pyarrow" or m.startswith("pyarrow.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    collector, _, stats = collect(p)
+    assert stats.reader == "python"
+    assert collector.series["train_loss"].summary()["max_step"] == 5000
+
+
+def test_folder_of_csv_files_reads_each_with_its_prefix(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    _plain_csv(run / "a.csv")
+    shutil.copy(run / "a.csv", run / "b.csv")
+    c, _, stats = collect(run)
+    assert stats.format == "folder"
+    assert {"a.csv:train_loss", "b.csv:train_loss"} <= set(c.series)
+    a, b = c.series["a.csv:train_loss"].summary(), c.series["b.csv:train_loss"].summary()
+    assert {**a, "name": ""} == {**b, "name": ""} and a["max_step"] == 5000
