@@ -178,6 +178,18 @@ def load_contract(spec, cwd=None):
     return validate_contract(result)
 
 
+def unexpected_failure(exc):
+    """The runner's answer for an error it did not anticipate (call inside the `except` block)."""
+    return {
+        "ok": False,
+        "error": {
+            "kind": "runner_failed",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": _tb_tail(),
+        },
+    }
+
+
 def write_result(path, payload):
     """Write the runner's JSON answer atomically (the server reads it after the process exits)."""
     tmp = path + ".tmp"

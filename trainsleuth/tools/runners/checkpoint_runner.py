@@ -13,7 +13,6 @@ for _var in ("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-import traceback  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -213,14 +212,7 @@ def main(argv=None):
     except ep.EntrypointError as exc:
         payload = {"ok": False, "error": exc.to_json()}
     except Exception as exc:
-        payload = {
-            "ok": False,
-            "error": {
-                "kind": "runner_failed",
-                "message": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc()[-3000:],
-            },
-        }
+        payload = ep.unexpected_failure(exc)
     ep.write_result(args.result, payload)
     return 0
 

@@ -567,14 +567,7 @@ def main(argv=None):
     except Exception as exc:
         ep.write_result(
             args.result,
-            {
-                "ok": False,
-                "error": {
-                    "kind": "runner_failed",
-                    "message": f"{type(exc).__name__}: {exc}",
-                    "traceback": traceback.format_exc()[-3000:],
-                },
-            },
+            ep.unexpected_failure(exc),
         )
         return 1
 

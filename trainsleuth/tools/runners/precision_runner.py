@@ -11,7 +11,6 @@ import copy
 import math
 import os
 import sys
-import traceback
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -248,14 +247,7 @@ def main(argv=None):
     except ep.EntrypointError as exc:
         payload = {"ok": False, "error": exc.to_json()}
     except Exception as exc:
-        payload = {
-            "ok": False,
-            "error": {
-                "kind": "runner_failed",
-                "message": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc()[-3000:],
-            },
-        }
+        payload = ep.unexpected_failure(exc)
     ep.write_result(args.result, payload)
     return 0
 
