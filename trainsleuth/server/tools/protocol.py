@@ -548,6 +548,31 @@ def _make_approval_resolver(sctx: ServerContext) -> Any:
     return ask_person_to_approve
 
 
+def _fallback_person(
+    call: ToolCall,
+    proto: Protocol,
+    investigation_id: str,
+    outcome: Any,
+    approver: str | None,
+    words: str | None,
+    *,
+    elicitation_only: tuple[str, str],
+    missing: tuple[str, str],
+) -> tuple[str, str]:
+    """A person's decision without elicitation: refused where the resolver refused, where the server
+    accepts only elicitation, or without who decided and their own words; else (approver, words)."""
+    not_asked = outcome.data if isinstance(outcome, AcceptedElicitation) else None
+    if isinstance(not_asked, _NotAsked) and not_asked.kind == "refused":
+        raise ProtocolError(not_asked.message, not_asked.next_step)
+    if call.ctx.config.elicitation_only:
+        raise proto.refuse(investigation_id, *elicitation_only)
+    given = {"approver": (approver or "").strip(), "words": (words or "").strip()}
+    absent = [name for name, value in given.items() if not value]
+    if absent:
+        raise ProtocolError(f"{missing[0]}; missing: {', '.join(absent)}", missing[1])
+    return given["approver"], given["words"]
+
+
 def approve_diagnosis(args: ApproveDiagnosisInput, call: ToolCall) -> ApproveDiagnosisOutput:
     proto = _proto(call)
     outcome = call.resolved.get("approval")
@@ -585,33 +610,29 @@ def approve_diagnosis(args: ApproveDiagnosisInput, call: ToolCall) -> ApproveDia
             "call approve_diagnosis again when the person is ready to decide",
         )
     else:
-        not_asked = outcome.data if isinstance(outcome, AcceptedElicitation) else None
-        if isinstance(not_asked, _NotAsked) and not_asked.kind == "refused":
-            raise ProtocolError(not_asked.message, not_asked.next_step)
-        if call.ctx.config.elicitation_only:
-            raise proto.refuse(
-                args.investigation_id,
+        approver, words = _fallback_person(
+            call,
+            proto,
+            args.investigation_id,
+            outcome,
+            args.approver,
+            args.words,
+            elicitation_only=(
                 "this server accepts diagnosis approval only through elicitation, and this client did not "
                 "declare elicitation support",
                 "approve from a client that supports elicitation (form mode), or restart the server without "
                 "elicitation-only",
-            )
-        missing = [n for n in ("approver", "words") if not (getattr(args, n) or "").strip()]
-        if missing:
-            raise ProtocolError(
+            ),
+            missing=(
                 "this client cannot ask the person directly (no elicitation), so approve_diagnosis must carry "
-                f"who approved and their own words; missing: {', '.join(missing)}",
+                "who approved and their own words",
                 "show the diagnosis to the person, ask for approval, and call approve_diagnosis with approver "
                 "(their name) and words (what they said)",
-            )
+            ),
+        )
         path, decision = "approve_diagnosis", args.decision
         diag = proto.decide(
-            args.investigation_id,
-            diag.id,
-            decision=decision,
-            path=path,
-            approver=(args.approver or "").strip(),
-            words=(args.words or "").strip(),
+            args.investigation_id, diag.id, decision=decision, path=path, approver=approver, words=words
         )
     step = _step(call, args.investigation_id)
     return ApproveDiagnosisOutput(
@@ -844,24 +865,25 @@ def _abandon(args: CaptureKnowledgeInput, call: ToolCall, rca_dir: Path) -> Capt
             "continue the investigation",
         )
     else:
-        not_asked = outcome.data if isinstance(outcome, AcceptedElicitation) else None
-        if isinstance(not_asked, _NotAsked) and not_asked.kind == "refused":
-            raise ProtocolError(not_asked.message, not_asked.next_step)
-        if call.ctx.config.elicitation_only:
-            raise proto.refuse(
-                args.investigation_id,
+        approver, words = _fallback_person(
+            call,
+            proto,
+            args.investigation_id,
+            outcome,
+            args.approver,
+            args.words,
+            elicitation_only=(
                 "this server accepts a person's decisions only through elicitation, and this client did not "
                 "declare elicitation support",
                 "abandon from a client that supports elicitation (form mode)",
-            )
-        missing = [n for n in ("approver", "words") if not (getattr(args, n) or "").strip()]
-        if missing:
-            raise ProtocolError(
+            ),
+            missing=(
                 "abandoning an investigation needs the person's agreement: without elicitation, pass who agreed "
-                f"and their own words; missing: {', '.join(missing)}",
+                "and their own words",
                 "ask the person, then call capture_knowledge with abandon, abandon_reason, approver and words",
-            )
-        path, approver, words = "capture_knowledge", (args.approver or "").strip(), (args.words or "").strip()
+            ),
+        )
+        path = "capture_knowledge"
     result = proto.abandon(
         args.investigation_id, reason=reason, path=path, approver=approver, words=words, rca_dir=rca_dir
     )
