@@ -13,7 +13,7 @@ from trainsleuth.tools.findings import SEVERITY_RANK, Finding
 from trainsleuth.tools.logs import detect
 from trainsleuth.tools.logs.collect import Collector
 from trainsleuth.tools.logs.errors import KIND_TEXT, ErrorScanner
-from trainsleuth.tools.logs.readers import Progress, ReadContext, ReadStats, read_path
+from trainsleuth.tools.logs.readers import Progress, ReadStats, collect
 from trainsleuth.tools.logs.series import DEFAULT_CAPACITY, Series
 
 
@@ -60,16 +60,6 @@ class LogReport(BaseModel):
 
 def _float(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
-
-
-def collect(path: Path, fmt: str = "auto", *, capacity: int = DEFAULT_CAPACITY, progress: Progress | None = None,
-            cancel: threading.Event | None = None) -> tuple[Collector, ErrorScanner, ReadStats]:  # fmt: skip
-    collector = Collector(capacity)
-    errors = ErrorScanner()
-    stats = ReadStats()
-    read_path(Path(path), fmt, ReadContext(collector, errors, stats, progress, cancel))
-    collector.finish()
-    return collector, errors, stats
 
 
 def analyze(path: Path | str, fmt: str = "auto", *, capacity: int = DEFAULT_CAPACITY,

@@ -5,21 +5,19 @@ line length, never loaded whole (except `trainer_state.json`, which is size-chec
 
 from __future__ import annotations
 
-import csv
 import io
 import json
-import math
 import os
 import stat
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from trainsleuth.tools.logs.collect import Collector
 from trainsleuth.tools.logs.errors import ErrorScanner, has_trigger
 from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
+from trainsleuth.tools.logs.series import DEFAULT_CAPACITY
 from trainsleuth.tools.logs.textparse import (
     _MEGATRON,
     LINE_PARSERS,
@@ -73,7 +71,8 @@ class ReadStats:
     undecodable_lines: int = 0
     binary: bool = False
     notes: list[str] = field(default_factory=list)
-    reader: str = ""  # which CSV reader read the file: "pyarrow" (fast path) or "python"
+    reader: str = ""  # CSV files: "pyarrow" when pyarrow converted some blocks, else "python"
+    arrow_blocks: int = 0  # CSV blocks pyarrow converted
 
 
 Progress = Callable[[int, int, str], None]
@@ -93,6 +92,17 @@ class ReadContext:
 
 
 # ---------------------------------------------------------------------------- dispatch
+
+
+def collect(path: Path, fmt: str = "auto", *, capacity: int = DEFAULT_CAPACITY, progress: Progress | None = None,
+            cancel: threading.Event | None = None) -> tuple[Collector, ErrorScanner, ReadStats]:  # fmt: skip
+    """Read `path` (file or run folder) into bounded series and error lines, without analysis."""
+    collector = Collector(capacity)
+    errors = ErrorScanner()
+    stats = ReadStats()
+    read_path(Path(path), fmt, ReadContext(collector, errors, stats, progress, cancel))
+    collector.finish()
+    return collector, errors, stats
 
 
 def read_path(path: Path, fmt: str, ctx: ReadContext) -> None:
@@ -185,6 +195,8 @@ def _read_file(path: Path, fmt: str, ctx: ReadContext, size: int) -> None:
         return
     if fmt in ("csv", "tsv") or (fmt == "auto" and _is_csv(name, head)):
         ctx.stats.format = fmt if fmt in ("csv", "tsv") else ("tsv" if _delimiter(head) == "\t" else "csv")
+        from trainsleuth.tools.logs.csvread import read_csv
+
         read_csv(path, ctx, size)
         return
     ctx.stats.format = fmt if fmt != "auto" else "text"
@@ -268,54 +280,66 @@ def iter_lines(path: Path, ctx: ReadContext, size: int) -> Iterator[str]:
 
 
 def iter_blocks(path: Path, ctx: ReadContext, size: int) -> Iterator[str]:
-    """Decoded blocks of whole lines (about BLOCK bytes each). A line longer than MAX_LINE is
-    never held whole: once a stretch without a newline passes MAX_LINE it is dropped and counted."""
+    """Decoded blocks of whole lines (see `iter_raw_blocks`)."""
+    for raw in iter_raw_blocks(path, ctx, size):
+        yield _decode(raw, ctx.stats)
+
+
+def iter_raw_blocks(path: Path, ctx: ReadContext, size: int) -> Iterator[bytearray]:
+    """Blocks of whole lines as bytes (about BLOCK bytes each, each ending in a newline). A line
+    longer than MAX_LINE is never held whole: once a stretch without a newline passes MAX_LINE it
+    is dropped and counted. Lines are counted by whoever decodes the block (`_decode`). Each block
+    is read straight into its own buffer, after the previous block's unfinished line (no copy)."""
     stats = ctx.stats
-    carry = b""
+    carry = b""  # the unfinished last line of the previous read (never holds a newline)
     skipping = False
     next_report = 1 << 26
-    block_size = 1 << 16
+    read_size = 1 << 16
     with _open(path) as f:
         while True:
+            buf = bytearray(len(carry) + read_size)
+            buf[: len(carry)] = carry
             try:
-                chunk = f.read(block_size)
-                block_size = min(BLOCK, block_size * 4)  # small first blocks: templates are learnt early
+                with memoryview(buf) as view:
+                    got = f.readinto(view[len(carry) :])
             except OSError as exc:
                 raise LogInputError(
                     f"{path}: read failed ({exc.strerror or exc})", "check the file"
                 ) from None
-            if not chunk:
+            read_size = min(BLOCK, read_size * 4)  # small first blocks: templates are learnt early
+            if not got:
                 break
-            stats.bytes_read += len(chunk)
+            del buf[len(carry) + got :]
+            stats.bytes_read += got
             if stats.bytes_read >= next_report:
                 next_report += 1 << 26
                 ctx.check_cancel()
                 if ctx.progress:
                     ctx.progress(stats.bytes_read, size, "reading log")
-            if skipping:
-                nl = chunk.find(b"\n")
+            if skipping:  # the carry is empty while an overlong line is skipped
+                nl = buf.find(b"\n")
                 if nl < 0:
                     continue
-                chunk = chunk[nl + 1 :]
+                del buf[: nl + 1]
                 skipping = False
-            data = carry + chunk if carry else chunk
-            nl = data.rfind(b"\n")
+            nl = buf.rfind(b"\n")
             if nl < 0:
-                carry = data
+                carry = bytes(buf)
                 if len(carry) > MAX_LINE:
                     stats.long_lines_skipped += 1
                     skipping, carry = True, b""
                 continue
-            carry = data[nl + 1 :]
+            carry = bytes(buf[nl + 1 :])
+            del buf[nl + 1 :]
             if len(carry) > MAX_LINE:
                 stats.long_lines_skipped += 1
                 skipping, carry = True, b""
-            yield _decode(data[: nl + 1], stats)
+            yield buf
         if carry and not skipping:
-            yield _decode(carry + b"\n", stats)
+            yield bytearray(carry + b"\n")
 
 
-def _decode(data: bytes, stats: ReadStats) -> str:
+def _decode(data: bytes | bytearray, stats: ReadStats) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -479,506 +503,6 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
     state.flush()
     sink.flush_block()
     ctx.stats.long_lines_skipped += state.long_lines
-
-
-# ---------------------------------------------------------------------------- CSV
-
-
-ARROW_MIN_BYTES = 2 << 20  # smaller CSVs are read in pure Python (importing pyarrow costs more)
-
-
-def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> None:
-    """CSV/TSV (Lightning and Keras CSVLogger, TensorBoard CSV exports). Large files go through
-    pyarrow's streaming CSV reader when it is installed and can read them; everything else (and
-    whatever pyarrow refuses: ragged rows, undecodable bytes, text in a numeric column, ...) is read
-    by the pure-Python reader, with the same results."""
-    if size >= ARROW_MIN_BYTES and read_csv_arrow(path, ctx, size, prefix):
-        return
-    read_csv_python(path, ctx, size, prefix)
-
-
-def read_csv_python(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> None:
-    """The pure-Python CSV reader. Blocks of rows are split and converted in bulk; a block with
-    quoted, text or missing-width cells is read row by row."""
-    ctx.stats.reader = "python"
-    header: list[str] | None = None
-    delim = ","
-    step_col = -1
-    names: list[str] = []
-    for text in iter_blocks(path, ctx, size):
-        if header is None:
-            pos = 0
-            while pos < len(text):
-                end = text.find("\n", pos)
-                end = len(text) if end < 0 else end
-                line = text[pos:end]
-                pos = end + 1
-                if not line.strip() or line.lstrip().startswith("#"):
-                    continue
-                delim = "\t" if line.count("\t") > line.count(",") else ","
-                try:
-                    header = [h.strip() for h in next(csv.reader([line.rstrip("\r")], delimiter=delim), [])]
-                except csv.Error:
-                    header = [h.strip() for h in line.strip().split(delim)]
-                break
-            if header is None:
-                continue
-            text = text[pos:]
-            names = header
-            step_col = _step_column(header)
-        if text:
-            _csv_block(text, names, delim, step_col, ctx, prefix)
-
-
-_EMPTY = "-9.87654321e-307"  # stands in for an empty cell during bulk conversion
-_EMPTY_VALUE = float(_EMPTY)
-
-
-def _step_column(header: list[str]) -> int:
-    lowered = [h.lower() for h in header]
-    for key in ("step", "global_step", "trainer/global_step", "iteration", "iter", "_step", "epoch"):
-        if key in lowered:
-            return lowered.index(key)
-    if len(lowered) >= 2 and lowered[:2] == ["wall time", "step"]:
-        return 1
-    return -1
-
-
-def _csv_block(text: str, names: list[str], delim: str, step_col: int, ctx: ReadContext, prefix: str) -> None:
-    import numpy as np
-
-    ncol = len(names)
-    rows = text.count("\n")
-    if rows and '"' not in text and "\r" not in text and ncol > 1:
-        body = text
-        empty = delim + delim
-        if empty in body or ("\n" + delim) in body or (delim + "\n") in body or body.startswith(delim):
-            body = "\n" + body
-            while empty in body:
-                body = body.replace(empty, delim + _EMPTY + delim)
-            body = body.replace("\n" + delim, "\n" + _EMPTY + delim).replace(
-                delim + "\n", delim + _EMPTY + "\n"
-            )[1:]
-        tokens = body.replace("\n", delim).split(delim)
-        if tokens and tokens[-1] == "":
-            tokens.pop()
-        if len(tokens) == rows * ncol:
-            try:
-                table = np.fromiter(map(float, tokens), np.float64, len(tokens)).reshape(rows, ncol)
-            except ValueError:
-                table = None
-            if table is not None:
-                collector = ctx.collector
-                if step_col >= 0:
-                    steps = table[:, step_col]
-                    positional = bool((~np.isfinite(steps) | (steps == _EMPTY_VALUE)).any())
-                    if positional:
-                        steps = np.arange(
-                            collector.records + 1, collector.records + rows + 1, dtype=np.float64
-                        )
-                else:
-                    steps = np.arange(collector.records + 1, collector.records + rows + 1, dtype=np.float64)
-                    positional = True
-                for i, name in enumerate(names):
-                    if i == step_col:
-                        continue
-                    col = table[:, i]
-                    keep = col != _EMPTY_VALUE  # empty cells (Lightning's sparse columns) are not values
-                    if keep.any():
-                        collector.add_columns(
-                            prefix + name, name, steps[keep], col[keep], positional=positional
-                        )
-                collector.records += rows
-                if not positional and rows:
-                    collector.last_step = float(np.nanmax(steps))
-                return
-    add = ctx.collector.add
-    for row in _csv_rows(iter(text.split("\n")[:-1]), delim):
-        step = None
-        if 0 <= step_col < len(row):
-            step = to_float(row[step_col])
-        metrics: dict[str, float] = {}
-        for i in range(min(ncol, len(row))):
-            if i == step_col:
-                continue
-            cell = row[i]
-            if not cell:
-                continue
-            fv = to_float(cell)
-            if fv is not None:
-                metrics[names[i]] = fv
-        if metrics:
-            add(step, metrics, prefix)
-
-
-def _csv_rows(lines: Iterator[str], delim: str) -> Iterator[list[str]]:
-    reader = csv.reader((ln.replace("\r", "") for ln in lines), delimiter=delim)
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error:
-            continue
-        yield row
-
-
-class _ArrowFallback(Exception):
-    """The fast path cannot give the pure-Python reader's result for this file."""
-
-
-class _CountingFile(io.RawIOBase):
-    """The file as pyarrow reads it. On the way it counts bytes and lines (for ReadStats) and
-    replays the pure-Python reader's blocking (`iter_blocks`: reads of 64 KiB, 256 KiB, ... 8 MiB,
-    each cut at its last newline): `blocks` gets, per block, the number of data rows up to its end
-    and whether it holds a quote or a carriage return (which send it row by row there). So the fast
-    path feeds the series the same chunks, and its results are the same."""
-
-    def __init__(self, f: io.BufferedReader, header_len: int) -> None:
-        super().__init__()
-        self.f = f  # positioned after the header line (header_len bytes), which pyarrow never sees
-        self.bytes = header_len
-        self.lines = 1
-        self.last = b"\n"
-        self.blocks: list[tuple[int, bool]] = []
-        self.eof = False
-        self._read_size = 1 << 16
-        self._next_cut = 1 << 16
-        self._open_start = 0  # first byte of the block being filled
-        self._last_nl = header_len - 1  # offset of the last newline seen
-        self._nl_at_last = 1  # newlines up to and including it
-        self._dirty_head = False  # a quote/CR in [open_start, last_nl]
-        self._dirty_tail = False  # a quote/CR after last_nl
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        if not data:
-            self._finish()
-            return data
-        if self.last == b"\n" and data[:1] in (b"\n", b"\r"):
-            raise _ArrowFallback  # a blank line (pyarrow skips it, the Python reader does not)
-        if b"\n\n" in data or b"\n\r\n" in data:
-            raise _ArrowFallback
-        if self.last == b"\r" and data[:1] != b"\n":
-            raise _ArrowFallback  # a lone carriage return ends a row for pyarrow only
-        cr = data.count(b"\r")
-        if cr and cr != data.count(b"\r\n") + (1 if data.endswith(b"\r") else 0):
-            raise _ArrowFallback
-        marked = bool(cr) or b'"' in data  # only then is each block searched for quotes and CRs
-        pos = 0
-        while pos < len(data):
-            cut = pos + self._next_cut - self.bytes
-            end = min(len(data), cut)
-            self._segment(data, pos, end, marked)
-            if end == cut:
-                self._cut()
-            pos = end
-        self.last = data[-1:]
-        return data
-
-    def _segment(self, data: bytes, a: int, b: int, marked: bool) -> None:
-        k = data.rfind(b"\n", a, b)
-        if k >= 0:
-            if marked:
-                self._dirty_head |= self._dirty_tail or _marked(data, a, k + 1)
-                self._dirty_tail = _marked(data, k + 1, b)
-            else:
-                self._dirty_head |= self._dirty_tail
-                self._dirty_tail = False
-            n = data.count(b"\n", a, k + 1)
-            self._nl_at_last += n
-            self.lines += n
-            self._last_nl = self.bytes + k - a
-        elif marked:
-            self._dirty_tail |= _marked(data, a, b)
-        self.bytes += b - a
-
-    def _cut(self) -> None:
-        if self._last_nl >= self._open_start:
-            self.blocks.append((self._nl_at_last - 1, self._dirty_head))
-            self._open_start = self._last_nl + 1
-            self._dirty_head = False
-        if self.bytes - self._open_start > MAX_LINE:
-            raise _ArrowFallback  # the Python reader skips overlong lines
-        self._read_size = min(BLOCK, self._read_size * 4)
-        self._next_cut = self.bytes + self._read_size
-
-    def _finish(self) -> None:
-        if self.eof:
-            return
-        self.eof = True
-        self._cut()
-        if self.bytes > self._open_start:  # a last line without a newline: a block of its own
-            self.blocks.append((self._nl_at_last, self._dirty_tail))
-
-    def readinto(self, b: Any) -> int:  # pragma: no cover - pyarrow calls read()
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-
-def _marked(data: bytes, a: int, b: int) -> bool:
-    return data.find(b'"', a, b) >= 0 or data.find(b"\r", a, b) >= 0
-
-
-def _arrow_header(head: bytes) -> tuple[list[str], str, dict[int, bool], int] | None:
-    """Header, delimiter and, per column, whether the first rows hold text (cells `float` cannot
-    read); None when the header is not the file's first line or the head is not clean UTF-8."""
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    lines = text.split("\n")
-    if len(lines) < 2:
-        return None
-    first = lines[0]
-    if not first.strip() or first.lstrip().startswith("#"):
-        return None
-    delim = "\t" if first.count("\t") > first.count(",") else ","
-    try:
-        header = [h.strip() for h in next(csv.reader([first.rstrip("\r")], delimiter=delim), [])]
-    except csv.Error:
-        return None
-    text_cols: dict[int, bool] = {}
-    body = [ln.replace("\r", "") for ln in lines[1:-1] if ln.strip()]
-    for row in _csv_rows(iter(body), delim):
-        for i, cell in enumerate(row[: len(header)]):
-            if not cell or text_cols.get(i):
-                continue
-            try:
-                float(cell)
-            except ValueError:
-                text_cols[i] = True
-    return header, delim, text_cols, len(first.encode()) + 1
-
-
-def read_csv_arrow(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> bool:
-    """The fast CSV path: pyarrow's streaming reader (`pyarrow.csv.open_csv`, block by block,
-    multi-threaded), columns converted in C and fed to the series in bulk. Memory is bounded by a
-    few blocks plus the kept points. Gives exactly what `read_csv_python` gives; returns False
-    (having changed nothing) when pyarrow is missing or the file needs the pure-Python reader."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute
-        import pyarrow.csv as pacsv
-    except ImportError:
-        return False
-    parsed = _arrow_header(_sniff(path))
-    if parsed is None:
-        return False
-    header, delim, text_cols, header_len = parsed
-    ncol = len(header)
-    if ncol < 2 or len(set(header)) != ncol:
-        return False
-    real = ctx.collector
-    staged = Collector(real.capacity, real.wanted)
-    staged.records, staged.last_step = real.records, real.last_step
-    stats = ReadStats()
-    sub = ReadContext(staged, ctx.errors, stats, ctx.progress, ctx.cancel)
-    try:
-        _arrow_stream(pa, pacsv, path, sub, size, prefix, header, delim, text_cols, header_len)
-    except (_ArrowFallback, pa.ArrowException, UnicodeDecodeError, ValueError):
-        return False
-    if any(name in real.series for name in staged.series):
-        return False
-    from trainsleuth.tools.logs.collect import MAX_SERIES
-
-    for name, s in staged.series.items():
-        if len(real.series) >= MAX_SERIES:
-            if len(real.dropped_series) < 50:
-                real.dropped_series.add(name)
-            continue
-        real.series[name] = s
-    for name in staged.dropped_series:
-        if len(real.dropped_series) < 50:
-            real.dropped_series.add(name)
-    real.records, real.last_step = staged.records, staged.last_step
-    real.position_steps = real.position_steps or staged.position_steps
-    ctx.stats.bytes_read += stats.bytes_read
-    ctx.stats.lines += stats.lines
-    ctx.stats.reader = "pyarrow"
-    return True
-
-
-def _arrow_stream(pa: Any, pacsv: Any, path: Path, ctx: ReadContext, size: int, prefix: str,
-                  header: list[str], delim: str, text_cols: dict[int, bool], header_len: int) -> None:  # fmt: skip
-    import numpy as np
-
-    ncol = len(header)
-    step_col = _step_column(header)
-    cols = [f"c{i}" for i in range(ncol)]
-    read_opts = pacsv.ReadOptions(column_names=cols, block_size=1 << 20, use_threads=True)
-    parse_opts = pacsv.ParseOptions(delimiter=delim, quote_char='"', double_quote=True, escape_char=False,
-                                    newlines_in_values=False, ignore_empty_lines=True)  # fmt: skip
-    conv_opts = pacsv.ConvertOptions(
-        column_types={c: (pa.string() if text_cols.get(i) else pa.float64()) for i, c in enumerate(cols)},
-        null_values=[""],
-        strings_can_be_null=True,
-        quoted_strings_can_be_null=True,
-        check_utf8=True,
-    )
-    # rows read but not yet given to the series: per column, chunks of float arrays (NaN where a
-    # cell is empty) with a mask of non-empty cells, or lists of strings (None where empty)
-    pending: list[list[Any]] = [[] for _ in range(ncol)]
-    pending_masks: list[list[Any]] = [[] for _ in range(ncol)]
-    pending_rows = 0
-    done_rows = 0
-    next_report = 1 << 26
-
-    def take(upto: int) -> None:
-        nonlocal pending_rows, done_rows
-        k = upto - done_rows
-        if k <= 0:
-            return
-        block: list[Any] = []
-        masks: list[Any] = []
-        for i in range(ncol):
-            if text_cols.get(i):
-                joined = [x for chunk in pending[i] for x in chunk]
-                block.append(joined[:k])
-                pending[i] = [joined[k:]]
-                masks.append(None)
-            else:
-                chunks, mchunks = pending[i], pending_masks[i]
-                vals = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
-                if any(m is not None for m in mchunks):
-                    full = [
-                        np.ones(len(c), bool) if m is None else m
-                        for c, m in zip(chunks, mchunks, strict=True)
-                    ]
-                    mask = np.concatenate(full) if len(full) > 1 else full[0]
-                    masks.append(mask[:k])
-                    pending_masks[i] = [mask[k:]]
-                else:
-                    masks.append(None)
-                    pending_masks[i] = [None]
-                block.append(vals[:k])
-                pending[i] = [vals[k:]]
-        pending_rows -= k
-        done_rows = upto
-        dirty = counting_blocks_dirty[0]
-        _arrow_block(block, masks, k, dirty, header, step_col, text_cols, ctx, prefix)
-
-    counting_blocks_dirty = [False]
-    with _open(path) as raw:
-        raw.seek(header_len)
-        counting = _CountingFile(raw, header_len)
-        reader = pacsv.open_csv(counting, read_options=read_opts, parse_options=parse_opts,
-                                convert_options=conv_opts)  # fmt: skip
-        seen = 0
-
-        def drain() -> None:
-            nonlocal seen
-            while seen < len(counting.blocks) and counting.blocks[seen][0] <= done_rows + pending_rows:
-                rows_end, dirty = counting.blocks[seen]
-                seen += 1
-                counting_blocks_dirty[0] = dirty
-                take(rows_end)
-
-        for batch in reader:
-            ctx.check_cancel()
-            if ctx.progress and counting.bytes >= next_report:
-                next_report += 1 << 26
-                ctx.progress(counting.bytes, size, "reading CSV")
-            n = batch.num_rows
-            if not n:
-                continue
-            for i in range(ncol):
-                arr = batch.column(i)
-                if text_cols.get(i):
-                    pending[i].append(arr.to_pylist())
-                else:
-                    pending[i].append(arr.to_numpy(zero_copy_only=False))
-                    pending_masks[i].append(
-                        arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
-                    )
-            pending_rows += n
-            drain()
-        if not counting.eof:
-            raise _ArrowFallback
-        drain()
-    if pending_rows:
-        raise _ArrowFallback  # the blocks and pyarrow's rows do not line up
-    ctx.stats.bytes_read += counting.bytes
-    ctx.stats.lines += counting.lines + (0 if counting.last == b"\n" else 1)
-
-
-def _arrow_block(block: list[Any], masks: list[Any], rows: int, dirty: bool, header: list[str], step_col: int,
-                 text_cols: dict[int, bool], ctx: ReadContext, prefix: str) -> None:  # fmt: skip
-    """One block of the Python reader, given the same treatment: converted in bulk when every
-    cell is a number or empty and no quote or CR is in it, else row by row."""
-    import numpy as np
-
-    collector = ctx.collector
-    ncol = len(header)
-    if not dirty and text_cols:
-        converted: dict[int, Any] = {}
-        for i in text_cols:
-            cells = block[i]
-            try:
-                vals = [math.nan if c is None else float(c) for c in cells]
-            except ValueError:
-                dirty = True
-                break
-            converted[i] = (
-                np.asarray(vals, dtype=np.float64),
-                np.fromiter((c is not None for c in cells), bool, rows),
-            )
-        else:
-            for i, (vals, mask) in converted.items():
-                block[i], masks[i] = vals, mask
-    if dirty:
-        add = collector.add
-        cells_of = [
-            block[i]
-            if text_cols.get(i)
-            else (
-                block[i].tolist()
-                if masks[i] is None
-                else [v if m else None for v, m in zip(block[i].tolist(), masks[i].tolist(), strict=True)]
-            )
-            for i in range(ncol)
-        ]
-        for r in range(rows):
-            step = None
-            if step_col >= 0:
-                step = to_float(cells_of[step_col][r])
-            metrics: dict[str, float] = {}
-            for i in range(ncol):
-                if i == step_col:
-                    continue
-                cell = cells_of[i][r]
-                if cell is None or cell == "":
-                    continue
-                fv = to_float(cell)
-                if fv is not None:
-                    metrics[header[i]] = fv
-            if metrics:
-                add(step, metrics, prefix)
-        return
-    if step_col >= 0:
-        steps = block[step_col]
-        positional = not np.isfinite(steps).all() or (
-            masks[step_col] is not None and not masks[step_col].all()
-        )
-    else:
-        positional = True
-    if positional:
-        steps = np.arange(collector.records + 1, collector.records + rows + 1, dtype=np.float64)
-    for i, name in enumerate(header):
-        if i == step_col:
-            continue
-        col, keep = block[i], masks[i]
-        if keep is None or keep.all():
-            collector.add_columns(prefix + name, name, steps, col, positional=positional)
-        elif keep.any():
-            collector.add_columns(prefix + name, name, steps[keep], col[keep], positional=positional)
-    collector.records += rows
-    if not positional and rows:
-        collector.last_step = float(np.nanmax(steps))
 
 
 # ---------------------------------------------------------------------------- trainer_state.json
@@ -1163,6 +687,8 @@ def _read_dir(path: Path, fmt: str, ctx: ReadContext) -> None:
             if not size or looks_binary(head):
                 continue
             if _is_csv(p.name.lower(), head):
+                from trainsleuth.tools.logs.csvread import read_csv
+
                 read_csv(p, sub, size, prefix)
             elif _is_trainer_state(p.name.lower(), head):
                 read_trainer_state(p, sub, size)

@@ -9,7 +9,7 @@ so a downsampled series never averages a spike away. Non-finite values are count
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 # Points kept per series before buckets start to merge (the analysis resolution).
@@ -33,37 +33,100 @@ def _num(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
-@dataclass
-class Buckets:
-    """Parallel arrays, one entry per bucket (a bucket of width 1 is a raw point)."""
+_FIELDS = ("first", "last", "count", "mean", "vmin", "min_step", "vmax", "max_step", "seg")
 
-    first: list[float] = field(default_factory=list)  # first step in the bucket
-    last: list[float] = field(default_factory=list)  # last step
-    count: list[int] = field(default_factory=list)
-    mean: list[float] = field(default_factory=list)
-    vmin: list[float] = field(default_factory=list)
-    min_step: list[float] = field(default_factory=list)
-    vmax: list[float] = field(default_factory=list)
-    max_step: list[float] = field(default_factory=list)
-    seg: list[int] = field(default_factory=list)
+
+@dataclass
+class BucketLists:
+    """The buckets' columns as lists (see Buckets.lists)."""
+
+    first: list[float]
+    last: list[float]
+    count: list[int]
+    mean: list[float]
+    vmin: list[float]
+    min_step: list[float]
+    vmax: list[float]
+    max_step: list[float]
+    seg: list[int]
 
     def __len__(self) -> int:
         return len(self.first)
 
+
+_INT_FIELDS = ("count", "seg")
+
+
+def _column(name: str) -> Any:
+    def get(self: Buckets) -> list[Any]:
+        cached = self._lists.get(name)
+        if cached is None:
+            cached = self._lists[name] = self.arrays()[name].tolist()
+        return cached
+
+    return property(get, doc=f"`{name}` of every bucket, as a list (read-only)")
+
+
+class Buckets:
+    """Parallel columns, one entry per bucket (a bucket of width 1 is a raw point). Filled with
+    numpy chunks and merged as arrays; read as lists (`b.first[i]`), built once per change."""
+
+    first = _column("first")  # first step in the bucket
+    last = _column("last")  # last step
+    count = _column("count")
+    mean = _column("mean")
+    vmin = _column("vmin")
+    min_step = _column("min_step")
+    vmax = _column("vmax")
+    max_step = _column("max_step")
+    seg = _column("seg")
+
+    def __init__(self, arrays: dict[str, Any] | None = None) -> None:
+        self._arrays = arrays  # the consolidated columns (None: none yet)
+        self._parts: list[tuple[Any, ...]] = []  # chunks added since, in _FIELDS order
+        self._lists: dict[str, list[Any]] = {}
+        self._len = len(arrays["first"]) if arrays else 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def extend(self, *columns: Any) -> None:
+        """Add buckets: one array per field, in _FIELDS order. Views are copied, so a chunk never
+        keeps the caller's (possibly large) array alive."""
+        self._parts.append(tuple(c if c.base is None else c.copy() for c in columns))
+        self._len += len(columns[0])
+        self._lists = {}
+
     def append(self, first: float, last: float, count: int, mean: float, vmin: float, min_step: float,
                vmax: float, max_step: float, seg: int) -> None:  # fmt: skip
-        self.first.append(first)
-        self.last.append(last)
-        self.count.append(count)
-        self.mean.append(mean)
-        self.vmin.append(vmin)
-        self.min_step.append(min_step)
-        self.vmax.append(vmax)
-        self.max_step.append(max_step)
-        self.seg.append(seg)
+        import numpy as np
 
+        values = (first, last, count, mean, vmin, min_step, vmax, max_step, seg)
+        self.extend(
+            *(
+                np.array([v], np.int64 if f in _INT_FIELDS else np.float64)
+                for f, v in zip(_FIELDS, values, strict=True)
+            )
+        )
 
-_FIELDS = ("first", "last", "count", "mean", "vmin", "min_step", "vmax", "max_step", "seg")
+    def lists(self) -> BucketLists:
+        """Every column as a plain list, for the views' loops (no property call per element)."""
+        return BucketLists(*(getattr(self, f) for f in _FIELDS))
+
+    def arrays(self) -> dict[str, Any]:
+        import numpy as np
+
+        if self._parts:
+            columns = list(zip(*self._parts, strict=True))
+            base = self._arrays
+            self._arrays = {
+                f: np.concatenate(([base[f]] if base is not None else []) + list(columns[k]))
+                for k, f in enumerate(_FIELDS)
+            }
+            self._parts = []
+        if self._arrays is None:
+            return {f: np.empty(0, np.int64 if f in _INT_FIELDS else np.float64) for f in _FIELDS}
+        return self._arrays
 
 
 class Series:
@@ -143,20 +206,13 @@ class Series:
         import numpy as np
 
         n = len(v)
-        while len(self.buckets) + (n + (self._open[2] if self._open else 0)) / self.width > self.capacity:
-            self._merge_pairs()
+        levels = self._levels_needed(n + (int(self._open[2]) if self._open else 0))
+        if levels:
+            self._merge(levels)
         b = self.buckets
         if self.width == 1:
-            sl, vl = st.tolist(), v.tolist()
-            b.first.extend(sl)
-            b.last.extend(sl)
-            b.count.extend([1] * n)
-            b.mean.extend(vl)
-            b.vmin.extend(vl)
-            b.min_step.extend(sl)
-            b.vmax.extend(vl)
-            b.max_step.extend(sl)
-            b.seg.extend([seg] * n)
+            ones = np.ones(n, np.int64)
+            b.extend(st, st, ones, v, v, st, v, st, np.full(n, seg, np.int64))
             return
         i = 0
         o = self._open
@@ -183,15 +239,10 @@ class Series:
             S = st[i : i + full * w].reshape(full, w)
             rows = np.arange(full)
             amin, amax = V.argmin(axis=1), V.argmax(axis=1)
-            b.first.extend(S[:, 0].tolist())
-            b.last.extend(S[:, -1].tolist())
-            b.count.extend([w] * full)
-            b.mean.extend(V.mean(axis=1).tolist())
-            b.vmin.extend(V[rows, amin].tolist())
-            b.min_step.extend(S[rows, amin].tolist())
-            b.vmax.extend(V[rows, amax].tolist())
-            b.max_step.extend(S[rows, amax].tolist())
-            b.seg.extend([seg] * full)
+            b.extend(
+                S[:, 0], S[:, -1], np.full(full, w, np.int64), V.mean(axis=1), V[rows, amin], S[rows, amin],
+                V[rows, amax], S[rows, amax], np.full(full, seg, np.int64),
+            )  # fmt: skip
             i += full * w
         if i < n:
             rv, rs = v[i:], st[i:]
@@ -207,46 +258,70 @@ class Series:
         self.buckets.append(o[0], o[1], int(o[2]), o[3] / o[2], o[4], o[5], o[6], o[7], int(o[8]))
 
     def _compress(self) -> None:
-        while len(self.buckets) > self.capacity:
-            self._merge_pairs()
+        levels = self._levels_needed(0)
+        if levels:
+            self._merge(levels)
 
-    def _merge_pairs(self) -> None:
-        """Halve the number of buckets: merge neighbours pairwise inside each segment (vectorised)."""
+    def _levels_needed(self, incoming: int) -> int:
+        """How many times the buckets must be halved (merged pairwise inside each segment) for
+        them and `incoming` raw points to fit the capacity."""
+        b = self.buckets
+        if len(b) + incoming / self.width <= self.capacity:
+            return 0
         import numpy as np
 
+        seg = b.arrays()["seg"]
+        bounds = np.concatenate(([0], np.flatnonzero(seg[1:] != seg[:-1]) + 1, [len(seg)]))
+        counts = np.diff(bounds)  # buckets per segment (runs of equal seg)
+        levels = 0
+        while True:
+            levels += 1
+            factor = 1 << levels
+            if int((-(-counts // factor)).sum()) + incoming / (self.width * factor) <= self.capacity:
+                return levels
+
+    def _merge(self, levels: int) -> None:
+        """Merge the buckets in aligned groups of 2**levels inside each segment (what halving them
+        `levels` times does), in one vectorised pass; the width grows by the same factor. A group's
+        minimum and maximum keep their own steps (the earliest on a tie)."""
+        import numpy as np
+
+        factor = 1 << levels
+        self.width *= factor
         old = self.buckets
         n = len(old)
-        self.width *= 2
         if n < 2:
             return
-        f = {name: np.asarray(getattr(old, name)) for name in _FIELDS}
+        f = old.arrays()
         seg = f["seg"]
-        cuts = (np.flatnonzero(seg[1:] != seg[:-1]) + 1).tolist()
-        pieces: dict[str, list[Any]] = {name: [] for name in _FIELDS}
-        for a, e in zip([0, *cuts], [*cuts, n], strict=True):
-            pairs = (e - a) // 2
-            if pairs:
-                i = np.arange(a, a + 2 * pairs, 2)
-                j = i + 1
-                ci, cj = f["count"][i], f["count"][j]
-                count = ci + cj
-                lo = np.where(f["vmin"][i] <= f["vmin"][j], i, j)
-                hi = np.where(f["vmax"][i] >= f["vmax"][j], i, j)
-                pieces["first"].append(f["first"][i])
-                pieces["last"].append(f["last"][j])
-                pieces["count"].append(count)
-                pieces["mean"].append((f["mean"][i] * ci + f["mean"][j] * cj) / count)
-                pieces["vmin"].append(f["vmin"][lo])
-                pieces["min_step"].append(f["min_step"][lo])
-                pieces["vmax"].append(f["vmax"][hi])
-                pieces["max_step"].append(f["max_step"][hi])
-                pieces["seg"].append(seg[i])
-            if (e - a) % 2:
-                for name in _FIELDS:
-                    pieces[name].append(f[name][e - 1 : e])
-        new = Buckets()
-        for name in _FIELDS:
-            setattr(new, name, np.concatenate(pieces[name]).tolist())
+        pos = np.arange(n)
+        seg_start = np.zeros(n, dtype=np.int64)
+        cuts = np.flatnonzero(seg[1:] != seg[:-1]) + 1
+        seg_start[cuts] = cuts
+        seg_start = np.maximum.accumulate(seg_start)
+        starts = np.flatnonzero((pos - seg_start) % factor == 0)
+        ends = np.append(starts[1:], n)
+        count = np.add.reduceat(f["count"], starts)
+        total = np.add.reduceat(f["mean"] * f["count"], starts)
+        vmin = np.minimum.reduceat(f["vmin"], starts)
+        vmax = np.maximum.reduceat(f["vmax"], starts)
+        group = np.repeat(np.arange(len(starts)), ends - starts)
+        # the earliest position of each group's minimum and maximum
+        lo = np.minimum.reduceat(np.where(f["vmin"] == vmin[group], pos, n), starts)
+        hi = np.minimum.reduceat(np.where(f["vmax"] == vmax[group], pos, n), starts)
+        new = Buckets(
+            {
+                "first": f["first"][starts],
+                "last": f["last"][ends - 1],
+                "count": count,
+                "mean": total / count,
+                "vmin": vmin,
+                "min_step": f["min_step"][lo],
+                "vmax": vmax,
+                "max_step": f["max_step"][hi],
+                "seg": seg[starts],
+            }
+        )
         self.buckets = new
 
     def finish(self) -> None:
@@ -268,7 +343,7 @@ class Series:
         run logged after its checkpoint); everything else is kept and put in step order.
         """
         self.finish()
-        b = self.buckets
+        b = self.buckets.lists()
         n = len(b)
         if n == 0:
             return [], [], [], []
@@ -295,7 +370,7 @@ class Series:
                    ) -> list[tuple[float, float]]:  # fmt: skip
         """At most `max_points` (step, value) pairs; the minimum and maximum of each span are kept."""
         self.finish()
-        b = self.buckets
+        b = self.buckets.lists()
         pts: list[tuple[float, float]] = []
         order = sorted(range(len(b)), key=lambda i: (b.first[i], b.seg[i]))
         for i in order:
@@ -312,7 +387,7 @@ class Series:
 
     def summary(self) -> dict[str, Any]:
         self.finish()
-        b = self.buckets
+        b = self.buckets.lists()
         out: dict[str, Any] = {
             "name": self.name,
             "role": self.role,
