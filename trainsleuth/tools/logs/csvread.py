@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trainsleuth.tools.logs.readers import ReadContext, ReadStats, _decode, iter_raw_blocks
+from trainsleuth.tools.logs.series import _all_finite
 from trainsleuth.tools.logs.spans import Span, file_spans
 from trainsleuth.tools.logs.textparse import to_float
 
@@ -212,17 +213,18 @@ def _feed_columns(columns: list[Any], rows: int, names: list[str], step_col: int
     positional = True
     if step_col >= 0:
         steps = columns[step_col]
-        positional = bool((~np.isfinite(steps) | (steps == _EMPTY_VALUE)).any())
+        positional = not _all_finite(steps) or _EMPTY_VALUE in steps
     if positional:
         steps = np.arange(collector.records + 1, collector.records + rows + 1, dtype=np.float64)
     for i, name in enumerate(names):
         if i == step_col:
             continue
         col = columns[i]
-        keep = col != _EMPTY_VALUE  # empty cells (Lightning's sparse columns) are not values
-        if keep.all():
+        if _EMPTY_VALUE not in col:
             collector.add_columns(prefix + name, name, steps, col, positional=positional)
-        elif keep.any():
+            continue
+        keep = col != _EMPTY_VALUE  # empty cells (Lightning's sparse columns) are not values
+        if keep.any():
             collector.add_columns(prefix + name, name, steps[keep], col[keep], positional=positional)
     collector.records += rows
     if not positional and rows:

@@ -178,7 +178,8 @@ class Series:
         if n == 0:
             return
         self.total += n
-        breaks = (np.flatnonzero(steps[1:] < steps[:-1]) + 1).tolist()
+        back = steps[1:] < steps[:-1]
+        breaks = (np.flatnonzero(back) + 1).tolist() if back.any() else []
         for a, b in zip([0, *breaks], [*breaks, n], strict=True):
             st, v = steps[a:b], values[a:b]
             first = float(st[0])
@@ -188,8 +189,8 @@ class Series:
             seg = self.segments[-1]
             seg.last_step = float(st[-1])
             seg.points += b - a
-            finite = np.isfinite(v)
-            if not finite.all():
+            if not _all_finite(v):
+                finite = np.isfinite(v)
                 bad = ~finite
                 self.nonfinite += int(bad.sum())
                 bad_steps, bad_vals = st[bad], v[bad]
@@ -415,6 +416,16 @@ class Series:
         if self.step_from_position:
             out["step_source"] = "record position (the log has no step numbers)"
         return out
+
+
+def _all_finite(v: Any) -> bool:
+    """True when no value is NaN or infinite: one summing pass decides in the usual case (a finite
+    sum has no NaN or Inf in it; an overflowing sum is checked value by value)."""
+    import numpy as np
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(v.sum())
+    return math.isfinite(total) or bool(np.isfinite(v).all())
 
 
 def _round(x: float) -> float:
