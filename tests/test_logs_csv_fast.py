@@ -241,3 +241,21 @@ def test_folder_of_csv_files_reads_each_with_its_prefix(tmp_path: Path) -> None:
     assert {"a.csv:train_loss", "b.csv:train_loss"} <= set(c.series)
     a, b = c.series["a.csv:train_loss"].summary(), c.series["b.csv:train_loss"].summary()
     assert {**a, "name": ""} == {**b, "name": ""} and a["max_step"] == 5000
+
+
+def test_the_fast_path_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow's to_numpy/fill_null import pandas when it is installed (0.6 s or more); the CSV
+    path reads arrow buffers directly instead."""
+    import subprocess
+
+    p = tmp_path / "metrics.csv"
+    _plain_csv(p)
+    code = (
+        "import sys\n"
+        "from trainsleuth.tools.logs import collect\n"
+        "c, _, stats = collect(sys.argv[1])\n"
+        "assert stats.reader == 'pyarrow', stats.reader\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
