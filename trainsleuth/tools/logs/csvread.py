@@ -1,16 +1,16 @@
 """CSV/TSV metric files: Lightning and Keras CSVLogger, TensorBoard and W&B CSV exports.
 
 The file is read in the blocks of whole lines every text log is read in (`iter_raw_blocks`), so
-memory stays bounded by a couple of blocks plus the kept points. A block of plain cells (no quote,
-no carriage return, no blank line, the header's number of fields in every row, every cell a
-number or empty) is converted in bulk and fed to the series column by column; any other block is
-read row by row with the `csv` module.
+memory stays bounded by a few blocks plus the kept points. A block of plain cells (no quote, no
+carriage return, no blank line, the header's number of fields in every row, every cell a number or
+empty) is converted in bulk and fed to the series column by column; any other block is read row by
+row with the `csv` module.
 
-For large files the bulk conversion is done by pyarrow's CSV reader (C++, multi-threaded, without
-the GIL) in a worker thread, one block ahead of the thread feeding the series. A block pyarrow
-refuses is converted in Python instead. Both conversions round correctly, so they give the same
-bits, and the blocks are the same either way: the result never depends on which one ran
-(`tests/test_logs_csv_fast.py` checks this)."""
+For large files two worker threads each read a block (`spans.py`: `os.pread` at the same block
+boundaries) and convert it with pyarrow's CSV reader (C++, without the GIL), ahead of the thread
+feeding the series. A block pyarrow refuses is converted in Python instead. Both conversions round
+correctly, so they give the same bits, and the blocks are the same either way: the result never
+depends on which one ran (`tests/test_logs_csv_fast.py` checks this)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from trainsleuth.tools.logs.textparse import to_float
 
 ARROW_MIN_BYTES = 2 << 20  # smaller CSVs are converted in Python (importing pyarrow costs more)
 # Blocks converted ahead of the one being fed, each by its own worker thread: pyarrow converts a
-# block single-threaded (cheaper in CPU than splitting it) and the blocks run side by side.
+# block single-threaded (cheaper in CPU than splitting it) and the blocks run side by side. More
+# would use more cores where there are some, at about 25 MB of memory per block in flight.
 _AHEAD = 2
 
 Raw = bytes | bytearray | Span  # a block: read already, or a span of the file to read
