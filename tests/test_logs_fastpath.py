@@ -65,7 +65,7 @@ def test_fast_path_matches_line_parsers(tmp_path: Path, monkeypatch) -> None:  #
     for name, pts in expected.items():
         s = collector.series[name]
         finite = sorted((st, v) for st, v in pts if math.isfinite(v))
-        got = sorted(zip(s.buckets.first, s.buckets.mean, strict=True))
+        got = sorted(zip(s.buckets.lists().first, s.buckets.lists().mean, strict=True))
         assert len(got) == len(finite), name
         assert all(g[0] == e[0] and _same(g[1], e[1]) for g, e in zip(got, finite, strict=True)), name
         assert s.nonfinite == sum(not math.isfinite(v) for _, v in pts), name

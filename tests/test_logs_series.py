@@ -24,7 +24,7 @@ def _segments(steps: list[float]) -> list[list[int]]:
 
 def _check(series: Series, steps: list[float], values: list[float]) -> None:
     series.finish()
-    b = series.buckets
+    b = series.buckets.lists()
     assert len(b) <= series.capacity
     assert series.total == len(values)
     assert series.nonfinite == sum(1 for v in values if not math.isfinite(v))
@@ -106,5 +106,5 @@ def test_a_spike_survives_a_million_points() -> None:
     summary = series.summary()
     assert summary["max"] == 40.0 and summary["max_step"] == 654_322
     assert summary["kept_points"] <= series.capacity
-    assert math.isclose(sum(c * m for c, m in zip(series.buckets.count, series.buckets.mean, strict=True)),
+    assert math.isclose(sum(c * m for c, m in zip(series.buckets.lists().count, series.buckets.lists().mean, strict=True)),
                         float(values.sum()), rel_tol=1e-9)  # fmt: skip

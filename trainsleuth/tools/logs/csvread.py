@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trainsleuth.tools.logs.readers import ReadContext, ReadStats, _decode, iter_raw_blocks
-from trainsleuth.tools.logs.series import _all_finite
+from trainsleuth.tools.logs.series import all_finite
 from trainsleuth.tools.logs.spans import Span, file_spans
 from trainsleuth.tools.logs.textparse import to_float
 
@@ -84,11 +84,6 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "", *, arrow
     finally:
         if spans is not None:
             spans.close()
-
-
-def read_csv_python(path: Path, ctx: ReadContext, size: int, prefix: str = "") -> None:
-    """The reader without pyarrow (what runs where pyarrow is not installed)."""
-    read_csv(path, ctx, size, prefix, arrow=False)
 
 
 def _pyarrow() -> tuple[Any, Any] | None:
@@ -214,7 +209,7 @@ def _feed_columns(columns: list[Any], rows: int, names: list[str], step_col: int
     positional = True
     if step_col >= 0:
         steps = columns[step_col]
-        positional = not _all_finite(steps) or _EMPTY_VALUE in steps
+        positional = not all_finite(steps) or _EMPTY_VALUE in steps
     if positional:
         steps = np.arange(collector.records + 1, collector.records + rows + 1, dtype=np.float64)
     for i, name in enumerate(names):

@@ -57,34 +57,14 @@ class BucketLists:
 _INT_FIELDS = ("count", "seg")
 
 
-def _column(name: str) -> Any:
-    def get(self: Buckets) -> list[Any]:
-        cached = self._lists.get(name)
-        if cached is None:
-            cached = self._lists[name] = self.arrays()[name].tolist()
-        return cached
-
-    return property(get, doc=f"`{name}` of every bucket, as a list (read-only)")
-
-
 class Buckets:
     """Parallel columns, one entry per bucket (a bucket of width 1 is a raw point). Filled with
-    numpy chunks and merged as arrays; read as lists (`b.first[i]`), built once per change."""
-
-    first = _column("first")  # first step in the bucket
-    last = _column("last")  # last step
-    count = _column("count")
-    mean = _column("mean")
-    vmin = _column("vmin")
-    min_step = _column("min_step")
-    vmax = _column("vmax")
-    max_step = _column("max_step")
-    seg = _column("seg")
+    numpy chunks and merged as arrays; read as lists (`lists()`), built once per change."""
 
     def __init__(self, arrays: dict[str, Any] | None = None) -> None:
         self._arrays = arrays  # the consolidated columns (None: none yet)
         self._parts: list[tuple[Any, ...]] = []  # chunks added since, in _FIELDS order
-        self._lists: dict[str, list[Any]] = {}
+        self._lists: BucketLists | None = None  # lists(), until the next change
         self._len = len(arrays["first"]) if arrays else 0
 
     def __len__(self) -> int:
@@ -95,7 +75,7 @@ class Buckets:
         keeps the caller's (possibly large) array alive."""
         self._parts.append(tuple(c if c.base is None else c.copy() for c in columns))
         self._len += len(columns[0])
-        self._lists = {}
+        self._lists = None
 
     def append(self, first: float, last: float, count: int, mean: float, vmin: float, min_step: float,
                vmax: float, max_step: float, seg: int) -> None:  # fmt: skip
@@ -110,8 +90,11 @@ class Buckets:
         )
 
     def lists(self) -> BucketLists:
-        """Every column as a plain list, for the views' loops (no property call per element)."""
-        return BucketLists(*(getattr(self, f) for f in _FIELDS))
+        """Every column as a plain list, for the views' loops (read-only; cached until a change)."""
+        if self._lists is None:
+            arrays = self.arrays()
+            self._lists = BucketLists(*(arrays[f].tolist() for f in _FIELDS))
+        return self._lists
 
     def arrays(self) -> dict[str, Any]:
         import numpy as np
@@ -189,7 +172,7 @@ class Series:
             seg = self.segments[-1]
             seg.last_step = float(st[-1])
             seg.points += b - a
-            if not _all_finite(v):
+            if not all_finite(v):
                 finite = np.isfinite(v)
                 bad = ~finite
                 self.nonfinite += int(bad.sum())
@@ -418,7 +401,7 @@ class Series:
         return out
 
 
-def _all_finite(v: Any) -> bool:
+def all_finite(v: Any) -> bool:
     """True when no value is NaN or infinite: one summing pass decides in the usual case (a finite
     sum has no NaN or Inf in it; an overflowing sum is checked value by value)."""
     import numpy as np
