@@ -285,6 +285,15 @@ def iter_blocks(path: Path, ctx: ReadContext, size: int) -> Iterator[str]:
         yield _decode(raw, ctx.stats)
 
 
+def read_sizes() -> Iterator[int]:
+    """Sizes of a log's successive reads, whose last newlines end its blocks: small first blocks
+    (line templates are learnt early), then BLOCK bytes."""
+    size = 1 << 16
+    while True:
+        yield size
+        size = min(BLOCK, size * 4)
+
+
 def iter_raw_blocks(path: Path, ctx: ReadContext, size: int) -> Iterator[bytearray]:
     """Blocks of whole lines as bytes (about BLOCK bytes each, each ending in a newline). A line
     longer than MAX_LINE is never held whole: once a stretch without a newline passes MAX_LINE it
@@ -294,10 +303,10 @@ def iter_raw_blocks(path: Path, ctx: ReadContext, size: int) -> Iterator[bytearr
     carry = b""  # the unfinished last line of the previous read (never holds a newline)
     skipping = False
     next_report = 1 << 26
-    read_size = 1 << 16
+    sizes = read_sizes()
     with _open(path) as f:
         while True:
-            buf = bytearray(len(carry) + read_size)
+            buf = bytearray(len(carry) + next(sizes))
             buf[: len(carry)] = carry
             try:
                 with memoryview(buf) as view:
@@ -306,7 +315,6 @@ def iter_raw_blocks(path: Path, ctx: ReadContext, size: int) -> Iterator[bytearr
                 raise LogInputError(
                     f"{path}: read failed ({exc.strerror or exc})", "check the file"
                 ) from None
-            read_size = min(BLOCK, read_size * 4)  # small first blocks: templates are learnt early
             if not got:
                 break
             del buf[len(carry) + got :]

@@ -3,9 +3,9 @@
 `iter_raw_blocks` reads block after block in one thread and copies each twice (into a zeroed
 buffer, then the kernel's copy). Here the block boundaries are found first, from a few bytes read
 before each boundary, and every worker then reads its own block with one `os.pread`, in parallel.
-The ranges are exactly the blocks `iter_raw_blocks` yields: every read of 64 KiB, 256 KiB, ...
-BLOCK bytes ends a block at its last newline. A file where some read holds no newline, or leaves
-an unfinished line longer than MAX_LINE (which `iter_raw_blocks` skips), is read the usual way.
+The ranges are exactly the blocks `iter_raw_blocks` yields: every read (`read_sizes`) ends a block
+at its last newline. A file where some read holds no newline, or leaves an unfinished line longer
+than MAX_LINE (which `iter_raw_blocks` skips), is read the usual way.
 
 No memory map: a log rewritten while it is read (Lightning rewrites metrics.csv at every save)
 would truncate the mapped pages and kill the process with SIGBUS; a short `pread` is an error
@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainsleuth.tools.logs.readers import BLOCK, MAX_LINE, LogInputError, ReadContext, _open
+from trainsleuth.tools.logs.readers import MAX_LINE, LogInputError, ReadContext, _open, read_sizes
 
 _REPORT_EVERY = 1 << 26
 _PEEK = 4096  # bytes read before a boundary to find its newline (more only for long lines)
@@ -91,10 +91,10 @@ def block_bounds(fd: int, size: int) -> list[tuple[int, int]] | None:
     line over MAX_LINE at the end of a read)."""
     bounds: list[tuple[int, int]] = []
     start = pos = 0
-    read_size = 1 << 16
-    while pos < size:
+    for read_size in read_sizes():
+        if pos >= size:
+            break
         end = min(size, pos + read_size)
-        read_size = min(BLOCK, read_size * 4)
         nl = _last_newline(fd, max(pos, end - MAX_LINE - 1), end)
         if nl < 0:
             return None
