@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,8 @@ def _drive(ws: Path, until: str) -> str:
     """Open an investigation in `ws` and take it to `until` ('investigating' or 'fixing')."""
 
     async def main() -> str:
-        server, _ = build_server(ServerConfig(workspaces=[ws]))
+        codes: list[str] = []
+        server, _ = build_server(ServerConfig(workspaces=[ws], approval_notifier=codes.append))
         async with Client(server) as c:
 
             async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -37,7 +39,9 @@ def _drive(ws: Path, until: str) -> str:
                 return r.structured_content
 
             iid = (
-                await call("start_investigation", {"symptom": "loss is NaN", "reproducer": "python train.py"})
+                await call(
+                    "start_investigation", {"symptom": "loss is NaN", "reproducer": "grep -q 1e-3 train.py"}
+                )
             )["investigation_id"]
             if until == "investigating":
                 return str(iid)
@@ -65,7 +69,8 @@ def _drive(ws: Path, until: str) -> str:
                     "disproving_observation": "NaN persists with a low learning rate",
                 },
             )
-            await call("approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "go ahead"})
+            code = re.findall(r"One-time code: (\d{4}-\d{4})", codes[-1])[-1]  # what the person read
+            await call("approve_diagnosis", {"investigation_id": iid, "code": code})
             await call("begin_fix", {"investigation_id": iid, "description": "lower the learning rate"})
             return str(iid)
 

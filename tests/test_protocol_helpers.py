@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,9 @@ from typing import Any
 
 from mcp import StdioServerParameters
 from mcp_types import TextContent
+
+from trainsleuth.server.app import build_server
+from trainsleuth.server.context import ServerConfig
 
 TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")
 
@@ -50,11 +54,45 @@ def stdio_params(workspace: Path, *extra: str) -> StdioServerParameters:
     )
 
 
+CODE = re.compile(r"One-time code: (\d{4}-\d{4})")
+
+
+class Person:
+    """The person at the keyboard: reads what the server shows on its own channel (never a tool result)
+    and, when they agree, hands the one-time code to the assistant."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def see(self, text: str) -> None:
+        self.seen.append(text)
+
+    def code(self) -> str:
+        for text in reversed(self.seen):
+            m = CODE.search(text)
+            if m:
+                return m.group(1)
+        raise AssertionError("the server showed the person no code")
+
+
+def read_codes(path: Path) -> list[str]:
+    """Codes a stdio server printed on its stderr (captured into `path`)."""
+    return CODE.findall(path.read_text(errors="replace")) if path.exists() else []
+
+
+def server_with_person(ws: Path, **config: Any) -> tuple[Any, Any, Person]:
+    """An in-memory server whose approval channel is a Person the test plays."""
+    person = Person()
+    server, registry = build_server(ServerConfig(workspaces=[ws], approval_notifier=person.see, **config))
+    return server, registry, person
+
+
 class Driver:
     """Calls protocol tools and asserts success unless told otherwise."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, person: Person | None = None) -> None:
         self.c = client
+        self.person = person
 
     async def ok(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         r = await self.c.call_tool(name, args)
@@ -118,15 +156,31 @@ class Driver:
         )
         return str(first)
 
+    async def approve(self, iid: str, **extra: Any) -> dict[str, Any]:
+        """The person approves through the one-time code the server showed them (asking for one if needed)."""
+        assert self.person is not None, "give the Driver the Person who sees the server's approval channel"
+        before = len(self.person.seen)
+        if not self.person.seen or not CODE.search(self.person.seen[-1]):
+            r = await self.c.call_tool("approve_diagnosis", {"investigation_id": iid})
+            assert r.is_error and "one-time code" in text_of(r), text_of(r)
+            assert "One-time code" not in text_of(r)  # never in a tool result
+            assert len(self.person.seen) > before
+        args = {
+            "investigation_id": iid,
+            "code": self.person.code(),
+            "approver": "Ann",
+            "words": "yes, go ahead",
+        }
+        args.update(extra)
+        return await self.ok("approve_diagnosis", args)
+
     async def approved(self, iid: str, hypotheses: bool = False, **diag: Any) -> str:
-        """Evidence, (hypotheses,) diagnosis and fallback approval; returns the diagnosis id."""
+        """Evidence, (hypotheses,) diagnosis and the person's approval; returns the diagnosis id."""
         ev = await self.evidence(iid)
         if hypotheses:
             await self.full_hypotheses(iid, ev)
         out = await self.ok("submit_diagnosis", self.diagnosis(iid, ev, **diag))
-        await self.ok(
-            "approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "yes, go ahead"}
-        )
+        await self.approve(iid)
         return str(out["diagnosis"]["id"])
 
     async def get(self, iid: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ async def test_elicitation_approval_over_http_on_both_revisions(tmp_path: Path) 
             async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode, elicitation_callback=approve) as c:
                 assert c.protocol_version == version
                 d = Driver(c)
-                iid = await d.start(reproducer="true")
+                iid = await d.start(reproducer="grep -q '^lr = 1$' train.py")
                 ev = await d.evidence(iid)
                 await d.ok("submit_diagnosis", d.diagnosis(iid, ev))
                 out = await d.ok(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol.store import DB_NAME, STATE_DIR_NAME
+from trainsleuth.protocol.location import governing_workspace, governs
 
 # Claude Code's file-editing tools, and their path fields.
 CLAUDE_EDIT_TOOLS = {
@@ -224,11 +224,7 @@ def _command_targets(raw: list[str]) -> list[str]:
 
 def find_workspace(start: Path) -> Path:
     """The nearest folder at or above `start` holding trainsleuth state, else `start` itself."""
-    start = start.absolute()
-    for folder in (start, *start.parents):
-        if (folder / STATE_DIR_NAME / DB_NAME).exists():
-            return folder
-    return start
+    return governing_workspace(start) or start.absolute()
 
 
 def _resolve(raw: str, base: Path) -> Path:
@@ -264,7 +260,7 @@ def decide(
             root = workspace
         else:
             root = find_workspace(p.parent)
-            if state_path is None and not (root / STATE_DIR_NAME / DB_NAME).exists():
+            if state_path is None and not governs(root):
                 continue  # no trainsleuth state governs this file
         groups.setdefault(root, []).append(p)
     if not groups:

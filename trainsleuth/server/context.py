@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +19,12 @@ DEFAULT_MAX_TEXT_CHARS = 20_000
 class ServerConfig:
     workspaces: list[Path] = field(default_factory=lambda: [Path.cwd()])
     state_path: Path | None = None
-    # Accept diagnosis approval only through elicitation (never through approve_diagnosis).
+    # Accept a person's decisions only through elicitation; also recorded in the workspace's sealed
+    # state when the protocol first runs, so every later server on the workspace applies it too.
     elicitation_only: bool = False
+    # Where one-time approval codes are shown (default: the server's stderr and terminal). Tests and
+    # embedding applications pass their own; it must never reach the assistant.
+    approval_notifier: Callable[[str], None] | None = None
     # Interpreters outside the workspaces that tools may launch (besides the server's own).
     allowed_interpreters: list[Path] = field(default_factory=list)
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
@@ -67,10 +72,17 @@ class ServerContext:
 
     @property
     def store(self) -> Store:
-        """Opened on first use, so a server that never needs state never writes into the workspace."""
+        """Opened on first use, so a server that never needs state never creates any. The default
+        location is outside the workspace; an older in-workspace database is migrated there first."""
         with self._store_lock:
             if self._store is None:
-                self._store = Store(self.state_path)
+                from trainsleuth.protocol.location import migrate_legacy
+
+                if self.config.state_path is None:
+                    migrate_legacy(self.workspace, self.state_path)
+                self._store = Store(self.state_path, workspace=self.workspace)
+                if self.config.elicitation_only:
+                    _record_elicitation_only(self._store)
             return self._store
 
 
@@ -78,3 +90,11 @@ def _unlinked(path: Path) -> Path:
     """Absolute, with its folders resolved but the final name (usually a symlink) kept."""
     absolute = Path(os.path.abspath(path))
     return absolute.parent.resolve() / absolute.name
+
+
+def _record_elicitation_only(store: Store) -> None:
+    from trainsleuth.protocol.approvals import APPROVAL_POLICY, set_setting
+    from trainsleuth.protocol.ledger import sealed_tx
+
+    with sealed_tx(store) as conn:
+        set_setting(conn, APPROVAL_POLICY, "elicitation_only")

@@ -25,7 +25,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainsleuth.protocol.ledger import ProtocolError, record_tool_evidence
+from trainsleuth.protocol.ledger import ProtocolError, record_open_evidence, record_tool_evidence
 from trainsleuth.protocol.store import StoreError
 from trainsleuth.server.context import ServerContext
 from trainsleuth.server.workspace import PolicyError, check_ref
@@ -150,6 +150,7 @@ class ToolCall:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     resolved: dict[str, Any] = field(default_factory=dict)
     images: list[bytes] = field(default_factory=list)
+    evidence_note: str = ""
     _in_thread: bool = False
 
     def add_image(self, png: bytes) -> None:
@@ -260,9 +261,26 @@ def error_result(message: str, next_step: str | None = None) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
+def _record_on_open_investigation(ctx: ServerContext, name: str, out: AnalysisOutput, call: ToolCall) -> None:
+    """Store an analysis result on the workspace's one open investigation; never fail the tool over it."""
+    try:
+        if not ctx.state_path.exists():
+            return
+        evidence_id, note = record_open_evidence(
+            ctx.store, name, out.evidence_summary(), out.model_dump(mode="json")
+        )
+    except (ProtocolError, StoreError) as exc:
+        call.evidence_note = f"not stored as evidence: {getattr(exc, 'message', exc)}"
+        return
+    out.evidence_id = evidence_id
+    call.evidence_note = note
+
+
 def _success_result(out: ToolOutput, call: ToolCall) -> CallToolResult:
     text = out.render_text()
-    if isinstance(out, AnalysisOutput) and out.evidence_id and out.evidence_id not in text:
+    if call.evidence_note:
+        text += f"\n({call.evidence_note})"
+    elif isinstance(out, AnalysisOutput) and out.evidence_id and out.evidence_id not in text:
         text += f"\nStored as evidence {out.evidence_id}."
     text = bound_text(text, call.ctx.config.max_text_chars)
     content: list[Any] = [TextContent(type="text", text=text)]
@@ -329,6 +347,11 @@ class ToolRegistry:
                     data = out.model_dump(mode="json")
                     out.evidence_id = await anyio.to_thread.run_sync(
                         lambda: record_tool_evidence(ctx.store, investigation_id, name, summary, data)
+                    )
+                elif isinstance(out, AnalysisOutput) and getattr(out, "status", None) != "running":
+                    # Issue 22.3: a result becomes evidence of the one open investigation by itself.
+                    await anyio.to_thread.run_sync(
+                        lambda: _record_on_open_investigation(ctx, name, out, call)
                     )
                 return _success_result(out, call)
             except PolicyError as exc:
