@@ -560,4 +560,6 @@ async def test_search_literature_tool_over_mcp(
         assert "Literature for" in result.content[0].text
         bad = await client.call_tool("search_literature", {"query": "x", "limit": 500})
         assert bad.is_error
-    assert (workspace / ".trainsleuth" / "state.db").exists()  # cached in the workspace store
+    from trainsleuth.protocol.store import default_state_path
+
+    assert default_state_path(workspace).exists()  # cached in the workspace's store

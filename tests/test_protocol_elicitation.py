@@ -159,7 +159,7 @@ async def test_without_elicitation_the_person_gives_a_one_time_code(tmp_path: Pa
         assert out["path"] == "one_time_code" and out["phase"] == "approved"
         approval = out["diagnosis"]["approval"]
         assert approval["approver"] == "Ann Lee" and approval["words"] == "Yes, fix the lr."
-        assert "terminal" in approval["channel"] and approval["decision"] == "approve"
+        assert "one-time code shown on" in approval["channel"] and approval["decision"] == "approve"
         inv = await d.get(iid)
         ev = next(e for e in inv["timeline"] if e["kind"] == "diagnosis_approved")
         assert ev["data"]["path"] == "one_time_code" and ev["data"]["approver"] == "Ann Lee"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +78,6 @@ class Person:
         raise AssertionError("the server showed the person no code")
 
 
-def read_codes(path: Path) -> list[str]:
-    """Codes a stdio server printed on its stderr (captured into `path`)."""
-    return CODE.findall(path.read_text(errors="replace")) if path.exists() else []
-
-
 def server_with_person(ws: Path, **config: Any) -> tuple[Any, Any, Person]:
     """An in-memory server whose approval channel is a Person the test plays."""
     person = Person()
@@ -90,7 +88,7 @@ def server_with_person(ws: Path, **config: Any) -> tuple[Any, Any, Person]:
 class Driver:
     """Calls protocol tools and asserts success unless told otherwise."""
 
-    def __init__(self, client: Any, person: Person | None = None) -> None:
+    def __init__(self, client: Any, person: Any = None) -> None:
         self.c = client
         self.person = person
 
@@ -157,8 +155,15 @@ class Driver:
         return str(first)
 
     async def approve(self, iid: str, **extra: Any) -> dict[str, Any]:
-        """The person approves through the one-time code the server showed them (asking for one if needed)."""
+        """The person approves: in their own terminal (`trainsleuth approve`), or through the one-time code
+        the server showed them (asking for one if needed)."""
         assert self.person is not None, "give the Driver the Person who sees the server's approval channel"
+        if hasattr(self.person, "decide_in_terminal"):
+            r = await self.c.call_tool("approve_diagnosis", {"investigation_id": iid})
+            if r.is_error:
+                assert "trainsleuth approve" in text_of(r), text_of(r)
+            self.person.decide_in_terminal()
+            return await self.ok("approve_diagnosis", {"investigation_id": iid, **extra})
         before = len(self.person.seen)
         if not self.person.seen or not CODE.search(self.person.seen[-1]):
             r = await self.c.call_tool("approve_diagnosis", {"investigation_id": iid})
@@ -186,3 +191,49 @@ class Driver:
     async def get(self, iid: str) -> dict[str, Any]:
         out = await self.ok("get_investigation", {"investigation_id": iid, "timeline_limit": 500})
         return dict(out["investigation"])
+
+
+def in_a_terminal(argv: list[str], answers: str, cwd: Path, timeout: float = 120) -> tuple[int, str]:
+    """Run a trainsleuth command the way a person does, in a terminal (a real pseudo-terminal), typing
+    `answers`; returns (exit code, what the terminal showed)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, start_new_session=True)
+    os.close(slave)
+    os.write(master, answers.encode())
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    code = proc.wait(timeout=30)
+    return code, out.decode(errors="replace")
+
+
+def approve_in_terminal(ws: Path, answer: str = "approve", name: str = "Ann") -> str:
+    """The person runs `trainsleuth approve` in their own terminal and types their decision."""
+    code, shown = in_a_terminal(
+        [TRAINSLEUTH, "approve", "--workspace", str(ws)], f"{name}\n{answer}\nok\n", ws
+    )
+    assert code == 0, shown
+    return shown
+
+
+class TerminalPerson:
+    """The person at their own terminal: decides requests with `trainsleuth approve` (a real pty)."""
+
+    def __init__(self, ws: Path) -> None:
+        self.ws = ws
+        self.seen: list[str] = []
+
+    def decide_in_terminal(self, answer: str = "approve") -> None:
+        self.seen.append(approve_in_terminal(self.ws, answer))

@@ -12,7 +12,7 @@ import psutil
 import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
-from test_protocol_helpers import Driver, make_repo, read_codes, stdio_params
+from test_protocol_helpers import Driver, TerminalPerson, make_repo, stdio_params
 
 from trainsleuth.protocol.gate import edit_gate_status
 
@@ -40,7 +40,7 @@ async def test_restart_mid_investigation_over_stdio(tmp_path: Path) -> None:
     try:
         with errlog.open("w") as err:
             async with Client(stdio_client(stdio_params(ws), errlog=err)) as c:
-                d = Driver(c)
+                d = Driver(c, TerminalPerson(ws))
                 iid = await d.start(reproducer=REPRO, pathway="full")
                 ev = await d.evidence(iid)
                 # Guarantee 1 and 2 over stdio.
@@ -68,9 +68,11 @@ async def test_restart_mid_investigation_over_stdio(tmp_path: Path) -> None:
                         "reasoning": "holds",
                     },
                 )
-                # The person reads the code on the server's own stderr (never in a tool result).
-                code = read_codes(errlog)[-1]
-                await d.ok("approve_diagnosis", {"investigation_id": iid, "code": code, "approver": "Ann"})
+                # The person approves in their own terminal (`trainsleuth approve`); the server's stderr only
+                # says that a decision waits, never the code.
+                out = await d.approve(iid)
+                assert out["path"] == "terminal" and "pid" in out["diagnosis"]["approval"]["channel"]
+                assert "One-time code" not in errlog.read_text()
                 await d.ok("begin_fix", {"investigation_id": iid, "description": "lr 1"})
                 procs = _server_processes(ws)
                 assert procs, "the stdio server process was not found"

@@ -149,6 +149,75 @@ class ProtocolCore:
         with self._tx() as conn:
             set_setting(conn, key, value)
 
+    # ------------------------------------------------------------------ the person's requests
+
+    def open_request(self, purpose: str, inv_id: str, target: str, text: str, shown_on: str) -> str:
+        """Record a decision the person must make (see approvals.py); returns its one-time code."""
+        from trainsleuth.protocol import approvals
+
+        with self._tx() as conn:
+            inv = self._inv_row(conn, inv_id)
+            request_id, code = approvals.issue(conn, purpose, inv_id, target, text, shown_on)
+            self._event(
+                conn, inv_id, "person_asked", inv["phase"],
+                f"the person is asked to decide '{purpose}' of {target} (request {request_id}); code shown on "
+                f"{shown_on}",
+                {"purpose": purpose, "target": target, "request_id": request_id, "shown_on": shown_on},
+            )  # fmt: skip
+        return code
+
+    def redeem_code(self, purpose: str, inv_id: str, target: str, code: str) -> str:
+        """Use up the code for this decision and return where it was shown; refuses (and counts the try)
+        when it is not the live one."""
+        from trainsleuth.protocol import approvals
+
+        with self._tx() as conn:
+            problem, shown_on = approvals.redeem(conn, purpose, inv_id, target, code)
+            inv = self._inv_row(conn, inv_id)
+            self._event(
+                conn, inv_id, "code_refused" if problem else "code_accepted", inv["phase"],
+                f"one-time code for '{purpose}' of {target}: {problem or 'accepted'}",
+                {"purpose": purpose, "target": target},
+            )  # fmt: skip
+        if problem:
+            raise ProtocolError(
+                problem,
+                "ask the person for the code the server showed them, or to run `trainsleuth approve` in their own "
+                "terminal (calling again without a code shows a new one)",
+            )
+        return shown_on
+
+    def take_terminal_decision(self, purpose: str, inv_id: str, target: str) -> Any:
+        """The person's decision on this request made with `trainsleuth approve`, if any (used up)."""
+        from trainsleuth.protocol import approvals
+
+        with self._tx() as conn:
+            return approvals.take_decision(conn, purpose, inv_id, target)
+
+    def pending_requests(self) -> list[Any]:
+        from trainsleuth.protocol import approvals
+
+        with self._read() as conn:
+            return approvals.pending(conn)
+
+    def decide_request(
+        self, request_id: str, decision: str, by: str, words: str | None, channel: str
+    ) -> None:
+        """Record the person's decision on a request, typed in their own terminal."""
+        from trainsleuth.protocol import approvals
+
+        with self._tx() as conn:
+            row = conn.execute("SELECT * FROM person_requests WHERE id=?", (request_id,)).fetchone()
+            if row is None or row["status"] != "pending":
+                raise ProtocolError(f"request {request_id} is not pending", "run trainsleuth approve again")
+            approvals.decide_in_terminal(conn, request_id, decision, by, words, channel)
+            inv = self._inv_row(conn, row["investigation_id"])
+            self._event(
+                conn, inv["id"], "person_decided", inv["phase"],
+                f"{by} decided '{decision}' on '{row['purpose']}' of {row['target']} in their terminal ({channel})",
+                {"request_id": request_id, "decision": decision, "by": by, "channel": channel},
+            )  # fmt: skip
+
     # ------------------------------------------------------------------ rows
 
     def _inv_row(self, conn: sqlite3.Connection, inv_id: str) -> dict[str, Any]:

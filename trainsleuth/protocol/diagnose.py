@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol import approvals, fingerprint, strikes
+from trainsleuth.protocol import fingerprint, strikes
 from trainsleuth.protocol.core import (
     APPROVED,
     CONFIDENCE_NEEDS_REVIEW,
@@ -540,37 +540,6 @@ class Diagnosis(ProtocolCore):
                 conn, inv_id, "approval_cancelled", inv["phase"], f"approval of {diagnosis_id}: {detail}",
                 {"diagnosis_id": diagnosis_id},
             )  # fmt: skip
-
-    # ------------------------------------------------------------------ codes and settings
-
-    def issue_code(self, purpose: str, inv_id: str, target: str) -> str:
-        with self._tx() as conn:
-            self._inv_row(conn, inv_id)
-            code = approvals.issue(conn, purpose, inv_id, target)
-            inv = self._inv_row(conn, inv_id)
-            self._event(
-                conn, inv_id, "code_issued", inv["phase"],
-                f"a one-time code for '{purpose}' of {target} was shown on the server's terminal/log",
-                {"purpose": purpose, "target": target},
-            )  # fmt: skip
-        return code
-
-    def redeem_code(self, purpose: str, inv_id: str, target: str, code: str) -> None:
-        """Use up the code for this decision; refuses (and counts the try) when it is not the live one."""
-        with self._tx() as conn:
-            problem = approvals.redeem(conn, purpose, inv_id, target, code)
-            inv = self._inv_row(conn, inv_id)
-            self._event(
-                conn, inv_id, "code_refused" if problem else "code_accepted", inv["phase"],
-                f"one-time code for '{purpose}' of {target}: {problem or 'accepted'}",
-                {"purpose": purpose, "target": target},
-            )  # fmt: skip
-        if problem:
-            raise ProtocolError(
-                problem,
-                "ask the person for the code the server showed on its terminal/log (a new one is shown when you "
-                "call again without a code)",
-            )
 
 
 __all__ = ["ApprovalRequest", "Diagnosis", "repo_relative", "settling_evidence"]

@@ -172,8 +172,32 @@ def _shebang_python(path: Path, workspace: Path) -> Path | None:
 _INFO_CACHE: dict[tuple[str, float], dict[str, Any]] = {}
 
 
-def interpreter_sites(python: Path) -> list[Path]:
-    """The site-packages folders `python` imports from (and its venv's pyvenv.cfg folder)."""
+def _venv_sites(python: Path) -> list[Path] | None:
+    """A virtual environment's site-packages, read from its layout and pyvenv.cfg (no code runs: a .pth
+    file there may be exactly what is under suspicion); None when `python` is not in a venv."""
+    prefix = python.parent.parent
+    cfg = prefix / "pyvenv.cfg"
+    if not cfg.is_file():
+        return None
+    sites = sorted(prefix.glob("lib/python*/site-packages")) + sorted(prefix.glob("Lib/site-packages"))
+    settings: dict[str, str] = {}
+    try:
+        for line in cfg.read_text(encoding="utf-8", errors="replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                settings[key.strip().lower()] = value.strip()
+    except OSError:
+        pass
+    if settings.get("include-system-site-packages", "").lower() == "true" and settings.get("home"):
+        home = Path(settings["home"])
+        base = next((home / n for n in ("python3", "python", "python.exe") if (home / n).exists()), None)
+        if base is not None:
+            sites += _queried_sites(base)
+    return sites
+
+
+def _queried_sites(python: Path) -> list[Path]:
+    """A non-venv interpreter's site folders, asked with -S (its own .pth files never run)."""
     try:
         stamp = python.stat().st_mtime
     except OSError:
@@ -196,6 +220,14 @@ def interpreter_sites(python: Path) -> list[Path]:
     sites = [Path(p) for p in info.get("sites") or []]
     if info.get("user"):
         sites.append(Path(info["user"]))
+    return sites
+
+
+def interpreter_sites(python: Path) -> list[Path]:
+    """The site-packages folders `python` imports from."""
+    sites = _venv_sites(python)
+    if sites is None:
+        sites = _queried_sites(python)
     return [p for p in sites if p.is_dir()]
 
 
@@ -258,9 +290,9 @@ def environment_digests(interpreters: list[Path]) -> dict[str, str]:
                     out[key] = _tree_stat_digest(path)
                 else:
                     out[key] = _file_digest(path)
-            cfg = Path(site_dir).parents[2] / "pyvenv.cfg" if len(Path(site_dir).parents) > 2 else None
-            if cfg is not None and cfg.is_file():
-                out[f"env:{cfg}"] = _file_digest(cfg)
+        cfg = python.parent.parent / "pyvenv.cfg"
+        if cfg.is_file():
+            out[f"env:{cfg}"] = _file_digest(cfg)
     return out
 
 

@@ -108,13 +108,39 @@ def _has_investigations_table(conn: sqlite3.Connection) -> bool:
 
 
 def edit_gate_status(workspace: Path, state_path: Path | None = None) -> GateStatus:
-    """Whether file edits in `workspace` are allowed by the protocol right now (read-only, fails closed)."""
+    """Whether file edits in `workspace` are allowed by the protocol right now (read-only, fails closed).
+
+    Every governed folder at or above `workspace` has its say (the first refusal wins), so a decoy state
+    planted in a subfolder cannot shadow the workspace's own."""
     workspace = Path(workspace)
-    root = workspace
-    if state_path is None and not governs(workspace):
-        root = governing_workspace(workspace) or workspace  # a folder inside a governed workspace
+    if state_path is not None:
+        return _status_of(workspace, workspace, state_path)
+    roots = []
+    folder = governing_workspace(workspace)
+    while folder is not None:
+        roots.append(folder)
+        folder = governing_workspace(folder.parent) if folder.parent != folder else None
+    if not roots:
+        return _status_of(workspace, workspace, None)
+    answer = None
+    for root in roots:
+        status = _status_of(workspace, root, None)
+        if not status.allowed:
+            return status
+        if answer is None or (answer.investigation_id is None and status.investigation_id):
+            answer = status
+    assert answer is not None
+    return answer
+
+
+def _status_of(workspace: Path, root: Path, state_path: Path | None) -> GateStatus:
+    """The answer of one governed folder's state (`root`) for edits in `workspace`."""
     db = Path(state_path) if state_path is not None else authoritative_db(root)
     marker = read_marker(root) if state_path is None else None
+    if not db.exists() and marker and marker.get("workspace") == str(real_workspace(root)):
+        named = Path(str(marker.get("state") or ""))
+        if named.is_absolute() and named.is_file():
+            db = named  # a server started with --state: its database (the seal still has to hold)
     if not db.exists():
         if state_path is None and legacy_db(root).is_file():
             return _legacy_status(workspace, legacy_db(root))

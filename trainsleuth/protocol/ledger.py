@@ -101,16 +101,22 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE seal (id INTEGER PRIMARY KEY CHECK (id = 1), digest TEXT NOT NULL);
     CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE approval_codes (
+    CREATE TABLE person_requests (
         id TEXT PRIMARY KEY,
         purpose TEXT NOT NULL,
         investigation_id TEXT NOT NULL,
         target TEXT NOT NULL,
+        text TEXT NOT NULL,
         digest TEXT NOT NULL,
+        shown_on TEXT NOT NULL,
         created_at REAL NOT NULL,
         expires_at REAL NOT NULL,
         tries INTEGER NOT NULL DEFAULT 0,
-        used_at REAL
+        status TEXT NOT NULL DEFAULT 'pending',
+        decided_by TEXT,
+        decided_at REAL,
+        words TEXT,
+        channel TEXT
     );
     CREATE TABLE problems (
         id TEXT PRIMARY KEY,

@@ -103,14 +103,14 @@ class DiagnosisSpec(BaseModel):
     reproducer_timeout_s: float | None = None
 
 
-ApprovalPath = Literal["elicitation", "one_time_code", "approve_diagnosis", "capture_knowledge"]
+ApprovalPath = Literal["elicitation", "terminal", "one_time_code", "approve_diagnosis", "capture_knowledge"]
 
 
 class Approval(BaseModel):
     path: ApprovalPath = Field(
-        description="How the person decided: elicitation (the client's dialog), one_time_code (a code the "
-        "server showed only on its own terminal/log), or approve_diagnosis (an unverified record from an "
-        "older trainsleuth, or a rejection, which needs no proof)."
+        description="How the person decided: elicitation (the client's dialog), terminal (`trainsleuth "
+        "approve` in their own terminal), one_time_code (a code the server showed on a private channel), or "
+        "approve_diagnosis (an unverified record from an older trainsleuth, or a rejection, which needs no proof)."
     )
     decision: Literal["approve", "reject"]
     approver: str | None = None

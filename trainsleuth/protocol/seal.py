@@ -35,7 +35,7 @@ SEALED_TABLES = (
     "fix_attempts",
     "problems",
     "settings",
-    "approval_codes",
+    "person_requests",
     "counters",
 )
 

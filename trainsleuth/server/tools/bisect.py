@@ -201,7 +201,10 @@ def _manager(call: ToolCall) -> JobManager:
 
 
 def _env_cache(call: ToolCall) -> Path:
-    return call.ctx.state_path.parent / "envs"
+    from trainsleuth.protocol.location import ensure_workspace_dir
+
+    # Environments are big caches of the workspace, kept in its git-ignored .trainsleuth/ (not the state).
+    return ensure_workspace_dir(call.ctx.workspace) / "envs"
 
 
 def _follow(mgr: JobManager, rec: JobRecord, background: bool, wait_s: float, call: ToolCall) -> JobOutput:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
-from trainsleuth.protocol.approvals import APPROVAL_POLICY
+from trainsleuth.protocol.approvals import APPROVAL_POLICY, launcher
 from trainsleuth.protocol.ledger import ProtocolError
 from trainsleuth.protocol.machine import Protocol
 from trainsleuth.protocol.models import Approval
@@ -81,14 +81,14 @@ _CONTROL = re.compile(
 def field_text(label: str, value: str | None) -> str:
     """`label: value`, where the value cannot pass for other lines of the dialog: control characters
     and terminal escapes are removed, and every continuation line is marked as part of this field."""
-    clean = _CONTROL.sub("", str(value or "")).replace("\r\n", "\n").replace("\r", "\n")
+    clean = _CONTROL.sub("", str(value or "").replace("\r\n", "\n").replace("\r", "\n"))
     first, *rest = clean.split("\n") or [""]
     return "\n".join([f"{label}: {first}", *(f"    | {line}" for line in rest)])
 
 
 def command_text(command: str) -> str:
     """A shell command shown verbatim, every line marked, so the person sees exactly what will run."""
-    clean = _CONTROL.sub("", command).replace("\r\n", "\n").replace("\r", "\n")
+    clean = _CONTROL.sub("", command.replace("\r\n", "\n").replace("\r", "\n"))
     return "\n".join(
         f"    $ {line}" if i == 0 else f"    > {line}" for i, line in enumerate(clean.split("\n"))
     )
@@ -120,24 +120,89 @@ def has_form_elicitation(ctx: Context | None) -> bool:
     return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
 
 
-def show_to_person(ctx: ServerContext, text: str) -> str:
-    """Show `text` to the person through the server's own channels; returns where it was shown."""
+def _tty_ok() -> bool:
+    try:
+        with open("/dev/tty", "a", encoding="utf-8"):
+            return True
+    except OSError:
+        return False
+
+
+def _notifier_command() -> list[str] | None:
+    import shutil
+
+    if sys.platform == "darwin" and shutil.which("osascript"):
+        return ["osascript", "-e"]
+    if (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) and shutil.which("notify-send"):
+        return ["notify-send", "trainsleuth"]
+    return None
+
+
+def private_channels(ctx: ServerContext) -> list[str]:
+    """Where this server can show a person a code without it reaching the assistant: never a tool result,
+    never stderr (a server the assistant starts itself writes its stderr into the assistant's shell)."""
+    if ctx.config.approval_notifier is not None:
+        return ["the server's configured approval channel"]
+    out = []
+    if _tty_ok():
+        out.append(f"the terminal of the trainsleuth server (pid {os.getpid()}, started by: {launcher()})")
+    if _notifier_command() is not None:
+        out.append("a desktop notification")
+    return out
+
+
+def show_to_person(ctx: ServerContext, text: str, code: str) -> None:
+    """Show a request and its code on the private channels; stderr only says that a decision waits."""
     notifier = ctx.config.approval_notifier
     if notifier is not None:
-        notifier(text)
-        return "the server's configured approval channel"
+        notifier(f"{text}\n\nOne-time code: {code}")
+        return
     banner = "=" * 72
-    block = f"\n{banner}\n{text}\n{banner}\n"
-    sys.stderr.write(block)
-    sys.stderr.flush()
-    where = f"the stderr of the trainsleuth server (pid {os.getpid()}; the client's MCP server log)"
     try:
         with open("/dev/tty", "w", encoding="utf-8") as tty:
-            tty.write(block)
-        where += " and its terminal"
+            tty.write(f"\n{banner}\n{text}\n\nOne-time code: {code}\n{banner}\n")
     except OSError:
         pass
-    return where
+    command = _notifier_command()
+    if command is not None:
+        import subprocess
+
+        message = f"One-time code {code}: trainsleuth asks you to decide (details: trainsleuth approve)"
+        argv = (
+            [*command, f'display notification "{message}" with title "trainsleuth"']
+            if command[0] == "osascript"
+            else [*command, message]
+        )
+        try:
+            subprocess.run(argv, timeout=10, capture_output=True, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+def offer_code(
+    call: ToolCall, p: Protocol, purpose: str, inv_id: str, target: str, shown: str, ask: str
+) -> str | None:
+    """Record the request, show it with a fresh code on the private channels; returns where (None: nowhere)."""
+    channels = private_channels(call.ctx)
+    where = (
+        " and ".join(channels) if channels else "no private channel (the person uses `trainsleuth approve`)"
+    )
+    code = p.open_request(purpose, inv_id, target, shown, where)
+    if call.ctx.config.approval_notifier is None:
+        sys.stderr.write(
+            f"trainsleuth: a decision waits for the person ({purpose}, investigation {inv_id}): `trainsleuth "
+            "approve` in their terminal shows it; no code is written here\n"
+        )
+        sys.stderr.flush()
+    if channels:
+        show_to_person(
+            call.ctx,
+            f"{shown}\n\nGive the code below to your assistant only if you {ask}. It works once, for this "
+            "decision only, for 15 minutes. Or decide with `trainsleuth approve` in your own terminal.",
+            code,
+        )
+        return where
+    return None
 
 
 class NotAsked(BaseModel):
@@ -176,7 +241,9 @@ def person_by_code(
     decision: Literal["approve", "reject"] = "approve",
     ask: str,
 ) -> Approval:
-    """The person's decision through a one-time code: redeem `code`, or show a fresh one and refuse."""
+    """The person's decision without a dialog: one made with `trainsleuth approve` in their terminal, or
+    the one-time code they were shown. Without either, the request is recorded (and its code shown on a
+    private channel) and the call is refused saying how the person decides."""
     if elicitation_only(call, p):
         raise p.refuse(
             inv_id,
@@ -185,8 +252,19 @@ def person_by_code(
             "decide from a client that shows dialogs (form elicitation); the person can change the policy with "
             "`trainsleuth state set approval any` in their own terminal",
         )
+    decided = p.take_terminal_decision(purpose, inv_id, target)
+    if decided is not None:
+        return Approval(
+            path="terminal",
+            decision="approve" if decided.status == "approve" else "reject",
+            approver=decided.decided_by,
+            words=decided.words,
+            at=p.clock(),
+            client=client_name(call.mcp_ctx),
+            channel=decided.channel,
+        )
     if code and code.strip():
-        p.redeem_code(purpose, inv_id, target, code)
+        shown_on = p.redeem_code(purpose, inv_id, target, code)
         return Approval(
             path="one_time_code",
             decision=decision,
@@ -194,18 +272,20 @@ def person_by_code(
             words=(words or "").strip() or None,
             at=p.clock(),
             client=client_name(call.mcp_ctx),
-            channel="a one-time code the server showed only on its own terminal/log",
+            channel=f"a one-time code shown on {shown_on}",
         )
-    fresh = p.issue_code(purpose, inv_id, target)
-    where = show_to_person(
-        call.ctx,
-        f"{shown}\n\nOne-time code: {fresh}\nGive this code to your assistant only if you {ask}. "
-        "It works once, for this decision only, for 15 minutes.",
+    where = offer_code(call, p, purpose, inv_id, target, shown, ask)
+    how = (
+        f"the server has shown the person the request and a one-time code on {where} (never in a tool result), "
+        "and they can also decide with `trainsleuth approve` in their own terminal"
+        if where
+        else "this server has no private channel to show the person a code (no terminal, no notifications): the "
+        "person decides with `trainsleuth approve` in their own terminal"
     )
     raise ProtocolError(
-        f"this needs the person's decision, and this client cannot show them a dialog: the server has shown "
-        f"the decision and a one-time code on {where}. The code never appears in a tool result",
-        f"ask the person to read it there and, if they {ask}, to give you the code; then call again with code",
+        f"this needs the person's decision, and this client cannot show them a dialog: {how}",
+        f"ask the person; if they {ask}, either they give you the code (call again with code) or they run "
+        "`trainsleuth approve` in their terminal (then call again)",
     )
 
 

@@ -33,9 +33,9 @@ from trainsleuth.server.tools.protocol_common import (
     field_text,
     has_form_elicitation,
     iid,
+    offer_code,
     proto,
     protocol_for,
-    show_to_person,
     step,
 )
 
@@ -99,16 +99,11 @@ def _offer_code(call: ToolCall, p: Protocol, inv_id: str, diag: DiagnosisView) -
         request = p.approval_request(inv_id, diag.id, check_tree=False)
     except ProtocolError:
         return None
-    code = p.issue_code("approve", inv_id, _target(request))
-    where = show_to_person(
-        call.ctx,
-        f"{render_for_approval(request)}\n\nOne-time code: {code}\nGive this code to your assistant only if you "
-        "approve. It works once, for this decision only, for 15 minutes.",
-    )
+    where = offer_code(call, p, "approve", inv_id, _target(request), render_for_approval(request), "approve")
+    shown = f"the server has shown them the diagnosis and a one-time code on {where}, and " if where else ""
     return (
-        f"This client cannot show the person a dialog: the server has shown them the diagnosis and a one-time "
-        f"approval code on {where}. Ask them to read it there; if they approve, they give you the code for "
-        "approve_diagnosis (code)."
+        f"This client cannot show the person a dialog: {shown}they can approve with `trainsleuth approve` in their "
+        "own terminal. Ask them; then call approve_diagnosis (with the code, if they give you one)."
     )
 
 
@@ -117,15 +112,13 @@ def _offer_amendment_code(call: ToolCall, p: Protocol, inv_id: str) -> str:
     request = p.approval_request(inv_id)
     if request.kind != "amendment" or elicitation_only(call, p):
         raise ProtocolError("no amendment to offer", None)
-    code = p.issue_code("approve", inv_id, _target(request))
-    where = show_to_person(
-        call.ctx,
-        f"{render_for_approval(request)}\n\nOne-time code: {code}\nGive this code to your assistant only if you "
-        "approve these changes. It works once, for this decision only, for 15 minutes.",
+    where = offer_code(
+        call, p, "approve", inv_id, _target(request), render_for_approval(request), "approve these changes"
     )
+    shown = f"shown on {where} with a one-time code, and " if where else ""
     return (
-        f"the server has shown the person these changes and a one-time code on {where}: undo them, or ask the "
-        "person whether they approve (approve_diagnosis with their code)"
+        f"the person is asked about these changes ({shown}`trainsleuth approve` in their terminal shows them): undo "
+        "them, or ask the person whether they approve, then call approve_diagnosis"
     )
 
 
