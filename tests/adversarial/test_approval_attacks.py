@@ -205,7 +205,12 @@ def test_the_person_can_decline_in_the_terminal(tmp_path: Path) -> None:
     """`trainsleuth approve` shows pending requests only in a terminal; rejecting there sends it back."""
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
     started = client_call(
-        ws, "start_investigation", symptom="loss NaN", reproducer=REPRO, reproducible="always", what_changed="lr 10"
+        ws,
+        "start_investigation",
+        symptom="loss NaN",
+        reproducer=REPRO,
+        reproducible="always",
+        what_changed="lr 10",
     )
     iid = json.loads(started.stdout)["structured"]["investigation_id"]
     ev = json.loads(client_call(ws, "record_evidence", investigation_id=iid, summary="lr is 10").stdout)[
