@@ -229,13 +229,21 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+_SHORT_TABLES = {"e": "evidence", "h": "hypotheses", "d": "diagnoses", "a": "fix_attempts", "r": "reviews"}
+
+
 def short_id(conn: sqlite3.Connection, prefix: str) -> str:
-    """The next short id of a kind (e1, e2, ... for evidence): easy to read and to cite."""
-    conn.execute(
-        "INSERT INTO counters(name, n) VALUES(?, 1) ON CONFLICT(name) DO UPDATE SET n = n + 1", (prefix,)
-    )
-    n = conn.execute("SELECT n FROM counters WHERE name = ?", (prefix,)).fetchone()[0]
-    return f"{prefix}{n}"
+    """The next short id of a kind (e1, e2, ... for evidence): easy to read and to cite. Never one that
+    is taken (a migrated or merged database may hold ids the counter has not seen)."""
+    table = _SHORT_TABLES.get(prefix)
+    while True:
+        conn.execute(
+            "INSERT INTO counters(name, n) VALUES(?, 1) ON CONFLICT(name) DO UPDATE SET n = n + 1", (prefix,)
+        )
+        n = conn.execute("SELECT n FROM counters WHERE name = ?", (prefix,)).fetchone()[0]
+        candidate = f"{prefix}{n}"
+        if table is None or conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (candidate,)).fetchone() is None:
+            return candidate
 
 
 def dumps(data: Any) -> str:

@@ -23,7 +23,7 @@ import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainsleuth.protocol.ledger import ProtocolError, record_open_evidence, record_tool_evidence
 from trainsleuth.protocol.store import StoreError
@@ -329,7 +329,16 @@ class ToolRegistry:
             call = ToolCall(name=name, ctx=ctx, mcp_ctx=mcp_ctx)
             call.resolved = {k: kwargs.pop(k) for k in list(resolved) if k in kwargs}
             try:
-                args = apply_policy(input_model.model_validate(kwargs), ctx)
+                try:
+                    validated = input_model.model_validate(kwargs)
+                except ValidationError as exc:
+                    # Bad arguments are the caller's to fix, not a trainsleuth bug (issue 15.7).
+                    problems = "; ".join(
+                        f"{'.'.join(str(x) for x in e['loc']) or 'arguments'}: {e['msg']}"
+                        for e in exc.errors()[:10]
+                    )
+                    return error_result(f"{name}: invalid arguments: {problems}", "fix them and call again")
+                args = apply_policy(validated, ctx)
                 if is_async:
                     out = await handler(args, call)  # type: ignore[misc]
                 else:
