@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
         "--state",
         default=None,
         metavar="PATH",
-        help="state database (default: WORKSPACE/.trainsleuth/state.db)",
+        help="state database (default: per-user, outside the workspace; see `trainsleuth state show`)",
     )
     p.set_defaults(func=run)
 

@@ -43,12 +43,12 @@ def add_parser(sub: Any) -> None:
         "--state",
         default=None,
         metavar="PATH",
-        help="state database (default: WORKSPACE/.trainsleuth/state.db)",
+        help="state database (default: per-user, outside the workspace; see `trainsleuth state show`)",
     )
     p.add_argument(
         "--elicitation-only",
         action="store_true",
-        help="accept diagnosis approval only from a person through MCP elicitation",
+        help="accept a person's decisions only through MCP elicitation (kept in the workspace's state for every server)",
     )
     p.add_argument(
         "--allow-python",
