@@ -57,8 +57,26 @@ RISKY_VARIABLES = frozenset(
 )
 
 
+_SEARCH_PATHS = frozenset({"PATH", "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"})
+_SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/private/tmp")
+
+
+def _benign_search_path(name: str, value: Word) -> bool:
+    """`PATH=/usr/local/cuda/bin:$PATH`: only the old value and fixed system folders."""
+    for part in value.source.strip("\"'").split(":"):
+        if part in ("", f"${name}", f"${{{name}}}"):
+            continue
+        if not part.startswith("/") or any(ch in part for ch in "$`*?[") or ".." in part:
+            return False
+        if part.startswith(_SCRATCH_DIRS) or ".trainsleuth" in part:
+            return False
+    return True
+
+
 def check_assignment(an: Analysis, name: str, value: Word, *, persistent: bool) -> None:
     """`NAME=value` before or between commands: some variables change what later programs run."""
+    if name in _SEARCH_PATHS and _benign_search_path(name, value):
+        return
     if name in RISKY_VARIABLES or name.startswith("GIT_CONFIG_"):
         an.unknown(f"setting {name} changes which program or code runs next")
 
@@ -239,6 +257,9 @@ def eval_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcom
 def source_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome:
     if not args:
         return _same(cmd)
+    script = args[0].text or ""
+    if re.fullmatch(r"[\w./~-]*\bbin/activate", script) and ".trainsleuth" not in script and not script.startswith(_SCRATCH_DIRS):
+        return _same(cmd)  # a virtual environment's activation script: it sets PATH and a prompt
     return an.script_file(args[0], cmd.cwds, cmd.depth, f"`{prog}`")
 
 
@@ -720,6 +741,8 @@ def python_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outc
             return _same(cmd)
         if t == "-" or not t.startswith("-"):
             break
+        if t in ("--version", "-V", "-VV", "--help", "-h", "--help-all", "--help-env", "--help-xoptions"):
+            return _same(cmd)
         if t.startswith("--"):
             i += 2 if t in ("--check-hash-based-pycs",) else 1
             continue

@@ -256,7 +256,7 @@ def decide(
                 continue  # outside the workspace this hook guards
             root = workspace
         else:
-            root = find_workspace(t.path.parent)
+            root = find_workspace(t.path if t.path.is_dir() else t.path.parent)
         if t.path is not None and really_exempt(t.path, root, t.pattern):
             continue
         groups.setdefault(root, []).append(t)

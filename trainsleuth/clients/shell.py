@@ -35,6 +35,7 @@ MAX_COMMAND_BYTES = 4 * 1024 * 1024  # a longer command line is not analysed: un
 MAX_DEPTH = 8  # nesting of re-parsed text (bash -c inside eval inside ...)
 MAX_SCRIPT_BYTES = 256 * 1024  # a script read from disk (bash FILE, source FILE)
 MAX_SCRIPTS = 16  # scripts read from disk per command line
+MAX_NESTING = 60  # statements nested in one another (subshells, substitutions, compound commands)
 
 SAFE_DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "-"})
 
@@ -86,6 +87,16 @@ Cwds = frozenset[str | None]
 HERE: Cwds = frozenset({""})
 
 
+MAX_CWDS = 8  # candidate folders tracked; more collapse to "unknown" (keeps the work linear)
+
+
+def bounded(cwds: Cwds) -> Cwds:
+    """At most MAX_CWDS candidate folders: past that the folder is unknown."""
+    if len(cwds) <= MAX_CWDS:
+        return cwds
+    return frozenset({None})
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Candidate working folders after a statement, when it succeeded and when it failed."""
@@ -93,13 +104,17 @@ class Outcome:
     ok: Cwds
     fail: Cwds
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ok", bounded(self.ok))
+        object.__setattr__(self, "fail", bounded(self.fail))
+
     @classmethod
     def same(cls, cwds: Cwds) -> Outcome:
         return cls(cwds, cwds)
 
     @property
     def either(self) -> Cwds:
-        return self.ok | self.fail
+        return bounded(self.ok | self.fail)
 
 
 @dataclass
@@ -122,6 +137,7 @@ class Analysis:
     writes: list[Write] = field(default_factory=list)
     steps: int = 0  # syntax nodes visited plus bytes parsed: the work done, for the linearity test
     scripts_read: int = 0
+    nesting: int = 0  # statements being analysed inside one another (bounded: the walk recurses)
 
     # --------------------------------------------------------------------------- results
 
@@ -215,6 +231,16 @@ class Analysis:
 
     def _statement(self, node: Node, cwds: Cwds, depth: int) -> Outcome:
         self.steps += 1
+        if self.nesting >= MAX_NESTING:
+            self.unknown(f"shell constructs nested more than {MAX_NESTING} levels deep")
+            return Outcome.same(cwds | {None})
+        self.nesting += 1
+        try:
+            return self._statement_inner(node, cwds, depth)
+        finally:
+            self.nesting -= 1
+
+    def _statement_inner(self, node: Node, cwds: Cwds, depth: int) -> Outcome:
         kind = node.type
         if kind in ("comment", "heredoc_body", "heredoc_end", "heredoc_start"):
             return Outcome.same(cwds)
