@@ -17,7 +17,11 @@ from hook_corpus import READS, STATE_WRITES, WRITES
 from trainsleuth.clients.hooks import run_hook
 
 # Reads the gate denies on purpose, and why (they count as false denies in the report).
-KNOWN_FALSE_DENIES: dict[str, str] = {}
+KNOWN_FALSE_DENIES: dict[str, str] = {
+    "python -c \"import torch; print(torch.__version__, torch.cuda.is_available())\"": "inline code can "
+    "write anything and the gate cannot inspect it (a script in .trainsleuth/scratch/ runs)",
+    "python -c 'import transformers; print(transformers.__version__)'": "inline code, as above",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +59,7 @@ def test_reads_and_runs_are_not_blocked(workspace: tuple[Path, str]) -> None:
     rate = len(false_denies) / len(READS)
     print(f"false denies: {len(false_denies)}/{len(READS)} ({rate:.1%})")
     assert unexplained == [], f"reads denied: {unexplained}"
+    assert sorted(false_denies) == sorted(KNOWN_FALSE_DENIES)  # the known ones are still denied
 
 
 def test_a_denial_says_why_and_what_to_do(workspace: tuple[Path, str]) -> None:

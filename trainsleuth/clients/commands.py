@@ -41,7 +41,7 @@ READERS = frozenset(
     colordiff icdiff delta bat batcat glow highlight pygmentize mdcat csvlook csvstat csvcut csvgrep
     xsv qsv mlr-read duckdb-read nvidia-debugdump dcgmi ibstat ibv_devinfo fi_info ompi_info
     watchman-list tensorboard pytest py.test tox nox make cmake ninja ctest torchrun accelerate deepspeed
-    mpirun mpiexec horovodrun composer ray-status hf huggingface-cli-env wandb-status mlflow-ui
+    mpirun mpiexec horovodrun composer mypy pylint flake8 pyright pyflakes pycodestyle bandit vulture
     """.split()
 )
 
@@ -1401,8 +1401,7 @@ RULES: dict[str, Rule] = {
     "apt": make_reader_of("list", "show", "search", "policy", None), "apt-get": make_reader_of(None),
     "apt-cache": make_reader_of("search", "show", "policy", "depends", "rdepends", "madison", None),
     "brew": make_reader_of("list", "info", "search", "config", "doctor", None),
-    "mypy": make_reader_of(None), "pylint": make_reader_of(None), "flake8": make_reader_of(None),
-    "pyright": make_reader_of(None), "pre-commit": make_reader_of(),
+    "pre-commit": make_reader_of(),
     "tmux": make_reader_of("ls", "list-sessions", "list-windows", "capture-pane"), "screen": make_reader_of("-ls", "-list"),
     "ssh": make_reader_of(), "systemctl": make_reader_of("status", "list-units", "is-active", "show"),
     "wandb": make_reader_of("status", "--version", None), "mlflow": make_reader_of("ui", "server", "--version"),

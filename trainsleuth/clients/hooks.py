@@ -124,12 +124,8 @@ def really_exempt(path: Path, root: Path | None, pattern: bool = False) -> bool:
     real = Path(os.path.realpath(path))
     if real != path and not is_exempt(real, _real(root)):
         return False  # a link in an exempt place (tests/x.py -> ../train.py) reaches a gated file
-    try:
-        st = os.lstat(real)
-    except OSError:
-        return True
     # A second hard link of a file: writing one changes the other, which may be gated.
-    return not (stat.S_ISREG(st.st_mode) and st.st_nlink > 1)
+    return not _hard_linked(real)
 
 
 def _real(root: Path | None) -> Path | None:
@@ -161,8 +157,24 @@ class Target:
     pattern: bool = False
 
     def shown(self) -> str:
-        where = str(self.path) if self.path is not None else "files the gate cannot determine"
+        if self.path is None:
+            return f"files the gate cannot determine ({self.why})"
+        where = str(self.path)
+        if not self.pattern:
+            real = os.path.realpath(self.path)
+            if real != where:
+                where += f", which leads to {real}"
+            elif _hard_linked(self.path):
+                where += ", a hard link that shares its content with another file"
         return f"{where} ({self.why})"
+
+
+def _hard_linked(path: Path) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
 
 
 def shell_targets(command: str, base: Path) -> list[Target]:
