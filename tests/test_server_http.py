@@ -10,10 +10,10 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path

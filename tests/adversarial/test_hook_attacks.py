@@ -135,22 +135,40 @@ def test_edit_payloads_through_the_real_hook(workspace: tuple[Path, str]) -> Non
 def test_cursor_payloads(workspace: tuple[Path, str]) -> None:
     ws, iid = workspace
     cases = [
-        (cursor_event(ws, "preToolUse", tool_name="Write", tool_input={"file_path": str(ws / "train.py")}), "deny"),
-        (cursor_event(ws, "preToolUse", tool_name="Delete", tool_input={"path": str(ws / "model.py")}), "deny"),
-        (cursor_event(ws, "preToolUse", tool_name="Shell", tool_input={"command": "git reset --hard"}), "deny"),
         (
-            cursor_event(ws, "preToolUse", tool_name="Write", tool_input={"file_path": str(ws / "tests/ln.py")}),
+            cursor_event(ws, "preToolUse", tool_name="Write", tool_input={"file_path": str(ws / "train.py")}),
+            "deny",
+        ),
+        (
+            cursor_event(ws, "preToolUse", tool_name="Delete", tool_input={"path": str(ws / "model.py")}),
+            "deny",
+        ),
+        (
+            cursor_event(ws, "preToolUse", tool_name="Shell", tool_input={"command": "git reset --hard"}),
             "deny",
         ),
         (
             cursor_event(
-                ws, "preToolUse", tool_name="Write", tool_input={"file_path": str(ws / ".trainsleuth/scratch/e.py")}
+                ws, "preToolUse", tool_name="Write", tool_input={"file_path": str(ws / "tests/ln.py")}
+            ),
+            "deny",
+        ),
+        (
+            cursor_event(
+                ws,
+                "preToolUse",
+                tool_name="Write",
+                tool_input={"file_path": str(ws / ".trainsleuth/scratch/e.py")},
             ),
             "allow",
         ),
         (
             cursor_event(
-                ws, "beforeMCPExecution", tool_name="approve_diagnosis", tool_input="{}", command="trainsleuth serve"
+                ws,
+                "beforeMCPExecution",
+                tool_name="approve_diagnosis",
+                tool_input="{}",
+                command="trainsleuth serve",
             ),
             "ask",
         ),
@@ -171,7 +189,9 @@ def test_unreadable_or_tampered_state_closes_the_gate(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE investigations (nonsense TEXT)")
     conn.commit()
     conn.close()
-    outcome = run_hook("claude-code", claude_event(ws, "Write", {"file_path": str(ws / "train.py"), "content": "x"}))
+    outcome = run_hook(
+        "claude-code", claude_event(ws, "Write", {"file_path": str(ws / "train.py"), "content": "x"})
+    )
     assert claude_verdict(outcome.stdout, outcome.exit_code) == "deny"
     assert "cannot be read" in outcome.stdout or "cannot read" in outcome.stdout
     db.write_bytes(b"not sqlite" * 200)

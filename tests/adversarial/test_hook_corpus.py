@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from hook_helpers import claude_event, claude_verdict, make_workspace, open_investigation
 from hook_corpus import READS, STATE_WRITES, WRITES
+from hook_helpers import claude_event, claude_verdict, make_workspace, open_investigation
+
 from trainsleuth.clients.hooks import run_hook
 
 # Reads the gate denies on purpose, and why (they count as false denies in the report).
 KNOWN_FALSE_DENIES: dict[str, str] = {
-    "python -c \"import torch; print(torch.__version__, torch.cuda.is_available())\"": "inline code can "
+    'python -c "import torch; print(torch.__version__, torch.cuda.is_available())"': "inline code can "
     "write anything and the gate cannot inspect it (a script in .trainsleuth/scratch/ runs)",
     "python -c 'import transformers; print(transformers.__version__)'": "inline code, as above",
 }

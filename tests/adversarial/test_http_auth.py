@@ -99,7 +99,11 @@ def test_token_is_kept_across_restarts_and_found_by_the_client(tmp_path: Path) -
         env = {**{k: v for k, v in os.environ.items() if k != "TRAINSLEUTH_TOKEN"}, TOKEN_DIR_ENV: token_dir}
         url = f"http://127.0.0.1:{port}/mcp"
         listed = subprocess.run(
-            [TRAINSLEUTH, "client", "tools", "--url", url], capture_output=True, text=True, timeout=120, env=env
+            [TRAINSLEUTH, "client", "tools", "--url", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
         )
         assert listed.returncode == 0, listed.stderr
         assert "verify_fix" in listed.stdout and "warning" not in listed.stderr
@@ -112,7 +116,11 @@ def test_token_is_kept_across_restarts_and_found_by_the_client(tmp_path: Path) -
         assert json.loads(called.stdout)["is_error"] is False
         elsewhere = {**env, TOKEN_DIR_ENV: str(tmp_path / "no-tokens-here")}
         refused = subprocess.run(
-            [TRAINSLEUTH, "client", "tools", "--url", url], capture_output=True, text=True, timeout=120, env=elsewhere
+            [TRAINSLEUTH, "client", "tools", "--url", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=elsewhere,
         )
         assert refused.returncode == 3 and "401" in refused.stderr
     # A later server on the same address keeps the token, so client configurations stay valid.

@@ -44,7 +44,9 @@ def _add_server_options(p: argparse.ArgumentParser) -> None:
         help="bearer token for --url (discouraged: `ps` shows it; default: TRAINSLEUTH_TOKEN, else the token "
         "file the server made for that address)",
     )
-    p.add_argument("--token-file", default=None, metavar="FILE", help="read the bearer token for --url from FILE")
+    p.add_argument(
+        "--token-file", default=None, metavar="FILE", help="read the bearer token for --url from FILE"
+    )
 
 
 def add_parser(sub: Any) -> None:

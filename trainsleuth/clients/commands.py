@@ -27,33 +27,12 @@ Rule = Callable[[Analysis, Command, str, list[Word]], "Outcome | None"]
 
 # Programs that read, report or run without writing files of the workspace themselves.
 READERS = frozenset(
-    """
-    cat less more head tail wc grep egrep fgrep rg ag ack ls ll la dir tree file stat du df free uptime ps top
-    htop btop pgrep pidof lsof nvidia-smi nvtop gpustat rocm-smi nvcc which whereis type echo printf true
-    false test [ [[ : pwd date cal printenv id whoami groups hostname uname basename dirname realpath readlink
-    md5sum sha1sum sha224sum sha256sum sha384sum sha512sum b2sum cksum sum diff diff3 cmp comm cut paste
-    join tr column nl fold fmt expand unexpand rev tac od hexdump strings jq zcat bzcat xzcat zless zgrep
-    zdiff bzgrep xzgrep lz4cat zstdcat sleep wait seq yes man info help history jobs fg bg exit return
-    break continue shift read getopts let nproc lscpu lspci lsusb lsblk lsmod ip ifconfig ping netstat ss
-    dig nslookup host kill killall pkill trap-list times ulimit umask locale iconv numfmt factor expr bc
-    dc shuf look tsort ldd nm objdump readelf size c++filt getconf sysctl-list vmstat iostat mpstat sar
-    dmesg journalctl w who last env-list pip-list whatis apropos tty stty clear reset-term tput sync
-    colordiff icdiff delta bat batcat glow highlight pygmentize mdcat csvlook csvstat csvcut csvgrep
-    xsv qsv mlr-read duckdb-read nvidia-debugdump dcgmi ibstat ibv_devinfo fi_info ompi_info
-    watchman-list tensorboard pytest py.test tox nox make cmake ninja ctest torchrun accelerate deepspeed
-    mpirun mpiexec horovodrun composer mypy pylint flake8 pyright pyflakes pycodestyle bandit vulture
-    """.split()
+    ["cat", "less", "more", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "ag", "ack", "ls", "ll", "la", "dir", "tree", "file", "stat", "du", "df", "free", "uptime", "ps", "top", "htop", "btop", "pgrep", "pidof", "lsof", "nvidia-smi", "nvtop", "gpustat", "rocm-smi", "nvcc", "which", "whereis", "type", "echo", "printf", "true", "false", "test", "[", "[[", ":", "pwd", "date", "cal", "printenv", "id", "whoami", "groups", "hostname", "uname", "basename", "dirname", "realpath", "readlink", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "sum", "diff", "diff3", "cmp", "comm", "cut", "paste", "join", "tr", "column", "nl", "fold", "fmt", "expand", "unexpand", "rev", "tac", "od", "hexdump", "strings", "jq", "zcat", "bzcat", "xzcat", "zless", "zgrep", "zdiff", "bzgrep", "xzgrep", "lz4cat", "zstdcat", "sleep", "wait", "seq", "yes", "man", "info", "help", "history", "jobs", "fg", "bg", "exit", "return", "break", "continue", "shift", "read", "getopts", "let", "nproc", "lscpu", "lspci", "lsusb", "lsblk", "lsmod", "ip", "ifconfig", "ping", "netstat", "ss", "dig", "nslookup", "host", "kill", "killall", "pkill", "trap-list", "times", "ulimit", "umask", "locale", "iconv", "numfmt", "factor", "expr", "bc", "dc", "shuf", "look", "tsort", "ldd", "nm", "objdump", "readelf", "size", "c++filt", "getconf", "sysctl-list", "vmstat", "iostat", "mpstat", "sar", "dmesg", "journalctl", "w", "who", "last", "env-list", "pip-list", "whatis", "apropos", "tty", "stty", "clear", "reset-term", "tput", "sync", "colordiff", "icdiff", "delta", "bat", "batcat", "glow", "highlight", "pygmentize", "mdcat", "csvlook", "csvstat", "csvcut", "csvgrep", "xsv", "qsv", "mlr-read", "duckdb-read", "nvidia-debugdump", "dcgmi", "ibstat", "ibv_devinfo", "fi_info", "ompi_info", "watchman-list", "tensorboard", "pytest", "py.test", "tox", "nox", "make", "cmake", "ninja", "ctest", "torchrun", "accelerate", "deepspeed", "mpirun", "mpiexec", "horovodrun", "composer", "mypy", "pylint", "flake8", "pyright", "pyflakes", "pycodestyle", "bandit", "vulture"]
 )
 
 # Variables that make the next program run something else (or be found elsewhere).
 RISKY_VARIABLES = frozenset(
-    """
-    LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH PATH BASH_ENV ENV
-    PROMPT_COMMAND SHELLOPTS BASHOPTS IFS GIT_DIR GIT_WORK_TREE GIT_EXTERNAL_DIFF GIT_PAGER PAGER
-    GIT_CONFIG GIT_CONFIG_GLOBAL GIT_CONFIG_SYSTEM GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXEC_PATH
-    GIT_SSH GIT_SSH_COMMAND GIT_EDITOR GIT_SEQUENCE_EDITOR EDITOR VISUAL GIT_ASKPASS PYTHONSTARTUP
-    PYTHONHOME PYTHONINSPECT PERL5OPT PERL5LIB RUBYOPT NODE_OPTIONS
-    """.split()
+    ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH", "PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "IFS", "GIT_DIR", "GIT_WORK_TREE", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER", "GIT_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_EXEC_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "GIT_ASKPASS", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS"]
 )
 
 
@@ -102,7 +81,9 @@ class Parsed:
         return [v for n, v in self.options if n in names]
 
 
-def parse(args: list[Word], with_value: str = "", long_with_value: Iterable[str] = (), *, posix: bool = False) -> Parsed:
+def parse(
+    args: list[Word], with_value: str = "", long_with_value: Iterable[str] = (), *, posix: bool = False
+) -> Parsed:
     """Split arguments into options and operands (GNU style: options anywhere unless `posix`).
 
     `with_value` lists short options that take a value ("tSo"), `long_with_value` long ones
@@ -149,7 +130,9 @@ def parse(args: list[Word], with_value: str = "", long_with_value: Iterable[str]
     return Parsed(options, operands)
 
 
-def split_command(args: list[Word], with_value: str = "", long_with_value: Iterable[str] = ()) -> tuple[Parsed, list[Word]]:
+def split_command(
+    args: list[Word], with_value: str = "", long_with_value: Iterable[str] = ()
+) -> tuple[Parsed, list[Word]]:
     """A wrapper's own options, then the command it runs (from the first operand on)."""
     parsed = parse(args, with_value, long_with_value, posix=True)
     return Parsed(parsed.options, []), parsed.operands
@@ -258,7 +241,11 @@ def source_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outc
     if not args:
         return _same(cmd)
     script = args[0].text or ""
-    if re.fullmatch(r"[\w./~-]*\bbin/activate", script) and ".trainsleuth" not in script and not script.startswith(_SCRATCH_DIRS):
+    if (
+        re.fullmatch(r"[\w./~-]*\bbin/activate", script)
+        and ".trainsleuth" not in script
+        and not script.startswith(_SCRATCH_DIRS)
+    ):
         return _same(cmd)  # a virtual environment's activation script: it sets PATH and a prompt
     return an.script_file(args[0], cmd.cwds, cmd.depth, f"`{prog}`")
 
@@ -445,7 +432,12 @@ def tracer_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outc
     """strace/ltrace/valgrind/perf/nsys/ncu/py-spy/kernprof: the output file, then the command."""
     words = args
     sub = ""
-    if prog in ("perf", "nsys", "py-spy", "scalene") and words and words[0].text and not words[0].text.startswith("-"):
+    if (
+        prog in ("perf", "nsys", "py-spy", "scalene")
+        and words
+        and words[0].text
+        and not words[0].text.startswith("-")
+    ):
         sub = words[0].text
         words = words[1:]
     opts, rest = split_command(
@@ -510,7 +502,11 @@ def _into(dest: Word, source: Word) -> Word:
         return dest
     if source.text is None:
         return Word(dest.text.rstrip("/") + "/*", True, dest.source)
-    return Word(os.path.join(dest.text, os.path.basename(source.text.rstrip("/"))), dest.glob or source.glob, dest.source)
+    return Word(
+        os.path.join(dest.text, os.path.basename(source.text.rstrip("/"))),
+        dest.glob or source.glob,
+        dest.source,
+    )
 
 
 def copy_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome | None:
@@ -557,9 +553,11 @@ def copy_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcom
     if prog == "mv" or (prog == "rsync" and parsed.has("--remove-source-files")):
         for s in sources:
             an.write(s, f"{why} (removes the source)", cmd.cwds)
-    makes_links = prog in ("ln", "link") or (
-        prog in ("cp",) and parsed.has("-s", "-l", "--symbolic-link", "--link")
-    ) or (prog == "rsync" and parsed.has("--link-dest"))
+    makes_links = (
+        prog in ("ln", "link")
+        or (prog in ("cp",) and parsed.has("-s", "-l", "--symbolic-link", "--link"))
+        or (prog == "rsync" and parsed.has("--link-dest"))
+    )
     if makes_links:
         # A link makes later writes through it land on its source: the source counts as written.
         for s in sources:
@@ -805,7 +803,13 @@ def module_writer_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) 
         an.unknown("compiling to .pyc files (Python loads them instead of the source)")
     elif prog == "venv":
         for w in parse(args, "", ("--prompt",)).operands:
-            an.write(Word(w.text, True, w.source) if w.text is None else Word(w.text.rstrip("/") + "/*", True, w.source), "creating a virtual environment", cmd.cwds)
+            an.write(
+                Word(w.text, True, w.source)
+                if w.text is None
+                else Word(w.text.rstrip("/") + "/*", True, w.source),
+                "creating a virtual environment",
+                cmd.cwds,
+            )
     elif prog == "zipfile":
         if any(a.text in ("-e", "--extract") for a in args):
             an.unknown("extracting an archive")
@@ -818,7 +822,11 @@ def pip_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome
     reads = {"list", "show", "freeze", "check", "help", "inspect", "debug", "index", "search", "hash", None}
     if sub in reads:
         return None
-    if sub in ("cache", "config") and len(parsed.operands) > 1 and parsed.operands[1].text in ("list", "info", "dir", "get", "debug"):
+    if (
+        sub in ("cache", "config")
+        and len(parsed.operands) > 1
+        and parsed.operands[1].text in ("list", "info", "dir", "get", "debug")
+    ):
         return None
     an.unknown(f"`pip {sub}` changes the Python environment the reproducer runs in")
     return None
@@ -836,7 +844,9 @@ def package_manager(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> 
 
 
 def uv_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome:
-    opts, rest = split_command(args, "p", ("--python", "--directory", "--project", "--cache-dir", "--config-file"))
+    opts, rest = split_command(
+        args, "p", ("--python", "--directory", "--project", "--cache-dir", "--config-file")
+    )
     if not rest:
         return _same(cmd)
     sub, tail = rest[0].text, rest[1:]
@@ -877,9 +887,7 @@ def formatter_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> O
     texts = {a.text for a in args}
     if prog == "ruff":
         sub = next((a.text for a in args if a.text and not a.text.startswith("-")), None)
-        if sub == "format" and not texts & {"--check", "--diff"}:
-            pass
-        elif sub == "check" and texts & {"--fix", "--unsafe-fixes", "--fix-only"}:
+        if (sub == "format" and not texts & {"--check", "--diff"}) or (sub == "check" and texts & {"--fix", "--unsafe-fixes", "--fix-only"}):
             pass
         else:
             return None
@@ -965,7 +973,11 @@ def find_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcom
     i = 0
     while i < len(args) and args[i].text in ("-H", "-L", "-P", "-O0", "-O1", "-O2", "-O3", "-D"):
         i += 2 if args[i].text == "-D" else 1
-    while i < len(args) and not (args[i].text or "").startswith(("-", "(", "!", ")")) and args[i].text is not None:
+    while (
+        i < len(args)
+        and not (args[i].text or "").startswith(("-", "(", "!", ")"))
+        and args[i].text is not None
+    ):
         roots.append(args[i])
         i += 1
     roots = roots or [Word.literal(".")]
@@ -987,7 +999,10 @@ def find_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcom
                 words.append(args[j])
                 j += 1
             for place in inside:
-                subst = [Word(place.text, True, "{}") if (w.text is not None and "{}" in w.text) else w for w in words]
+                subst = [
+                    Word(place.text, True, "{}") if (w.text is not None and "{}" in w.text) else w
+                    for w in words
+                ]
                 if subst:
                     sub_cwds = frozenset({None}) if t in ("-execdir", "-okdir") else cmd.cwds
                     an.command(Command(subst, sub_cwds if t.endswith("dir") else cmd.cwds, cmd.depth))
@@ -1020,7 +1035,9 @@ def output_option_rule(short: str, long: Iterable[str], default_write: bool = Fa
 
 
 def uniq_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome | None:
-    operands = parse(args, "fsw", ("--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated")).operands
+    operands = parse(
+        args, "fsw", ("--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated")
+    ).operands
     if len(operands) >= 2:
         an.write(operands[1], "`uniq` output file", cmd.cwds)
     return None
@@ -1081,9 +1098,15 @@ def patch_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outco
 def sqlite_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome | None:
     parsed = parse(args, "", ("-cmd", "-separator", "-nullvalue", "-newline", "-init"))
     operands = parsed.operands
-    readonly = any(n in ("-readonly", "--readonly", "-r") for n, _ in parsed.options) or parsed.has("-readonly")
+    readonly = any(n in ("-readonly", "--readonly", "-r") for n, _ in parsed.options) or parsed.has(
+        "-readonly"
+    )
     sql = " ".join(w.text or "$?" for w in operands[1:])
-    if re.search(r"^\s*\.(shell|system|output|once|save|backup|import|open|excel|load)\b|\battach\b|\bvacuum\s+into\b", sql, re.I | re.M):
+    if re.search(
+        r"^\s*\.(shell|system|output|once|save|backup|import|open|excel|load)\b|\battach\b|\bvacuum\s+into\b",
+        sql,
+        re.I | re.M,
+    ):
         an.unknown(f"`{prog}` with a command that writes files or runs programs")
     if not readonly or not operands:
         an.write(operands[0] if operands else None, f"`{prog}` (may change the database)", cmd.cwds)
@@ -1091,12 +1114,7 @@ def sqlite_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outc
 
 
 _GIT_READS = frozenset(
-    """
-    log show diff status blame annotate shortlog describe rev-parse rev-list ls-files ls-tree ls-remote
-    cat-file grep show-ref for-each-ref merge-base name-rev whatchanged count-objects version help var
-    check-ignore check-attr check-ref-format check-mailmap diff-tree diff-files diff-index range-diff
-    cherry verify-commit verify-tag fsck show-branch fetch get-tar-commit-id --version --help
-    """.split()
+    ["log", "show", "diff", "status", "blame", "annotate", "shortlog", "describe", "rev-parse", "rev-list", "ls-files", "ls-tree", "ls-remote", "cat-file", "grep", "show-ref", "for-each-ref", "merge-base", "name-rev", "whatchanged", "count-objects", "version", "help", "var", "check-ignore", "check-attr", "check-ref-format", "check-mailmap", "diff-tree", "diff-files", "diff-index", "range-diff", "cherry", "verify-commit", "verify-tag", "fsck", "show-branch", "fetch", "get-tar-commit-id", "--version", "--help"]
 )
 _GIT_LIST_ONLY = {
     "branch": {"-a", "-r", "-l", "--list", "-v", "-vv", "--all", "--remotes", "--show-current", "--contains",
@@ -1160,7 +1178,9 @@ def git_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome
         elif a.text == "--output" and j + 1 < len(rest):
             an.write(rest[j + 1], f"{why} --output", cwds)
     if sub in _GIT_READS:
-        if sub == "grep" and any(t in ("-O", "--open-files-in-pager") or (t or "").startswith("-O") for t in texts):
+        if sub == "grep" and any(
+            t in ("-O", "--open-files-in-pager") or (t or "").startswith("-O") for t in texts
+        ):
             an.unknown("`git grep -O` runs a program")
         if sub == "diff" and any(t in ("--ext-diff",) for t in texts):
             an.unknown("`git diff --ext-diff` runs a program")
@@ -1171,20 +1191,35 @@ def git_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome
         return _git_paths(an, sub, rest, cwds)
     if sub == "add" and not other_tree:
         return None  # stages content in the index; no file in the tree changes
-    if sub == "apply" and all((t or "").startswith("--") or t in ("-v",) for t in texts if t and t.startswith("-")):
-        if any(t in ("--check", "--stat", "--numstat", "--summary") for t in texts) and "--apply" not in texts:
+    if sub == "apply" and all(
+        (t or "").startswith("--") or t in ("-v",) for t in texts if t and t.startswith("-")
+    ):
+        if (
+            any(t in ("--check", "--stat", "--numstat", "--summary") for t in texts)
+            and "--apply" not in texts
+        ):
             return None
-    if sub == "clean" and any(t and t.startswith("-") and not t.startswith("--") and ("x" in t or "X" in t) for t in texts):
+    if sub == "clean" and any(
+        t and t.startswith("-") and not t.startswith("--") and ("x" in t or "X" in t) for t in texts
+    ):
         an.write(Word.literal(".trainsleuth/state.db"), "`git clean -x` (removes ignored files)", cwds)
     if sub in ("archive", "format-patch", "bundle"):
         parsed = parse(rest, "o", ("--output", "--output-directory"))
         out = parsed.value("-o", "--output", "--output-directory")
         if out is not None:
-            target = out if sub == "archive" else Word(None if out.text is None else out.text.rstrip("/") + "/*", True, out.source)
+            target = (
+                out
+                if sub == "archive"
+                else Word(None if out.text is None else out.text.rstrip("/") + "/*", True, out.source)
+            )
             an.write(target, why, cwds)
             return None
     for cwd in cwds if not other_tree else [None]:
-        an.write(Word.literal("*") if cwd is not None else None, f"{why} changes files of the working tree", frozenset({cwd}))
+        an.write(
+            Word.literal("*") if cwd is not None else None,
+            f"{why} changes files of the working tree",
+            frozenset({cwd}),
+        )
     return None
 
 
@@ -1207,13 +1242,21 @@ def _git_lists_only(sub: str, texts: list[str]) -> bool:
         return bool(set(texts) & _GIT_CONFIG_READS) or len(positional) <= 1
     if sub in ("remote", "reflog") and not texts:
         return True
-    return bool(texts) and texts[0] in allowed and all(f in allowed or f in ("-p", "--stat", "-v", "--oneline") for f in flags[:0])
+    return (
+        bool(texts)
+        and texts[0] in allowed
+        and all(f in allowed or f in ("-p", "--stat", "-v", "--oneline") for f in flags[:0])
+    )
 
 
 def _git_paths(an: Analysis, sub: str, rest: list[Word], cwds: Cwds) -> Outcome | None:
     """checkout/restore/rm/mv: the paths they write, or the whole tree when not known."""
     why = f"`git {sub}`"
-    parsed = parse(rest, "sbBpUm" if sub in ("checkout", "restore") else "", ("--source", "--conflict", "--pathspec-from-file"))
+    parsed = parse(
+        rest,
+        "sbBpUm" if sub in ("checkout", "restore") else "",
+        ("--source", "--conflict", "--pathspec-from-file"),
+    )
     if parsed.has("--pathspec-from-file"):
         an.write(None, why, cwds)
         return None
@@ -1227,7 +1270,11 @@ def _git_paths(an: Analysis, sub: str, rest: list[Word], cwds: Cwds) -> Outcome 
         paths = existing if existing and all(_exists(an, w, cwds) for w in existing) else []
         if not paths:
             for cwd in cwds:
-                an.write(Word.literal("*") if cwd is not None else None, f"{why} changes files of the working tree", frozenset({cwd}))
+                an.write(
+                    Word.literal("*") if cwd is not None else None,
+                    f"{why} changes files of the working tree",
+                    frozenset({cwd}),
+                )
             return None
     else:
         paths = parsed.operands
@@ -1262,11 +1309,7 @@ def trainsleuth_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) ->
 
 
 _ANALYSIS_TOOLS = frozenset(
-    """
-    get_investigation list_investigations probe_gradients read_probe_run compare_precision check_distributed
-    dump_stacks analyze_training_log extract_metrics diff_checkpoints environment_report get_job
-    search_literature lookup_constraints compare_runs check_resume
-    """.split()
+    ["get_investigation", "list_investigations", "probe_gradients", "read_probe_run", "compare_precision", "check_distributed", "dump_stacks", "analyze_training_log", "extract_metrics", "diff_checkpoints", "environment_report", "get_job", "search_literature", "lookup_constraints", "compare_runs", "check_resume"]
 )
 
 
@@ -1294,7 +1337,10 @@ def make_reader_of(*subcommands: str | None) -> Rule:
 
 def jupyter_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome | None:
     sub = args[0].text if args else None
-    if sub in ("notebook", "lab", "server", "kernelspec", "--version", "--paths", "troubleshoot") and sub != "nbconvert":
+    if (
+        sub in ("notebook", "lab", "server", "kernelspec", "--version", "--paths", "troubleshoot")
+        and sub != "nbconvert"
+    ):
         return None
     if prog == "jupyter-nbconvert" or sub == "nbconvert":
         if any(a.text == "--stdout" for a in args):
@@ -1308,7 +1354,11 @@ def mktemp_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outc
     folder = parsed.value("-p", "--tmpdir")
     template = parsed.operands[0] if parsed.operands else None
     if folder is not None:
-        an.write(Word(None if folder.text is None else folder.text.rstrip("/") + "/*", True, folder.source), "`mktemp`", cmd.cwds)
+        an.write(
+            Word(None if folder.text is None else folder.text.rstrip("/") + "/*", True, folder.source),
+            "`mktemp`",
+            cmd.cwds,
+        )
     elif template is not None and template.text is not None and "/" in template.text and not parsed.has("-t"):
         an.write(Word(template.text.replace("X", "?"), True, template.source), "`mktemp`", cmd.cwds)
     elif template is not None and template.text is None:
@@ -1317,7 +1367,9 @@ def mktemp_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outc
 
 
 def wget_rule(an: Analysis, cmd: Command, prog: str, args: list[Word]) -> Outcome | None:
-    parsed = parse(args, "OoaPe", ("--output-document", "--output-file", "--append-output", "--directory-prefix"))
+    parsed = parse(
+        args, "OoaPe", ("--output-document", "--output-file", "--append-output", "--directory-prefix")
+    )
     doc = parsed.value("-O", "--output-document")
     for name in ("-o", "--output-file", "-a", "--append-output"):
         if parsed.has(name):

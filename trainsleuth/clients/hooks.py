@@ -96,7 +96,9 @@ def is_protected(path: Path, pattern: bool = False) -> bool:
     """trainsleuth's own state (`.trainsleuth/` outside `scratch/`): only the server writes there."""
     parts = path.parts
     for i, part in enumerate(parts):
-        matches = part == STATE_DIR or (pattern and part.startswith(".") and fnmatch.fnmatchcase(STATE_DIR, part))
+        matches = part == STATE_DIR or (
+            pattern and part.startswith(".") and fnmatch.fnmatchcase(STATE_DIR, part)
+        )
         if matches:
             return not (i + 1 < len(parts) and parts[i + 1] == SCRATCH_DIR)
     return False
