@@ -133,7 +133,7 @@ def test_edit_payloads_through_the_real_hook(workspace: tuple[Path, str]) -> Non
 
 
 def test_cursor_payloads(workspace: tuple[Path, str]) -> None:
-    ws, iid = workspace
+    ws, _ = workspace
     cases = [
         (
             cursor_event(ws, "preToolUse", tool_name="Write", tool_input={"file_path": str(ws / "train.py")}),

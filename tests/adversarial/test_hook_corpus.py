@@ -45,7 +45,7 @@ def test_corpus_is_large_and_labelled_once() -> None:
 
 
 def test_no_write_gets_through(workspace: tuple[Path, str]) -> None:
-    ws, iid = workspace
+    ws, _ = workspace
     verdicts = _verdicts(ws, WRITES)
     false_allows = [c for c, v in verdicts.items() if v != "deny"]
     assert false_allows == [], f"{len(false_allows)}/{len(WRITES)} writes allowed: {false_allows}"

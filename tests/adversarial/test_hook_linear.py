@@ -14,8 +14,8 @@ import pytest
 from hook_corpus import READS, WRITES
 from hook_helpers import claude_event, claude_verdict, make_workspace, open_investigation
 
+from trainsleuth.clients.gate.shell import MAX_DEPTH, analyse
 from trainsleuth.clients.hooks import run_hook
-from trainsleuth.clients.shell import MAX_DEPTH, analyse
 
 BLOCKS = {
     "reads": "; ".join(c for c in READS if "\n" not in c) + "\n",

@@ -181,7 +181,7 @@ def _hard_linked(path: Path) -> bool:
 
 def shell_targets(command: str, base: Path) -> list[Target]:
     """The writes of a shell command run in `base`, parsed with a real bash parser."""
-    from trainsleuth.clients.shell import shell_writes
+    from trainsleuth.clients.gate.shell import shell_writes
 
     out: list[Target] = []
     for w in shell_writes(command, base=str(base)):
@@ -191,7 +191,7 @@ def shell_targets(command: str, base: Path) -> list[Target]:
 
 def shell_write_targets(command: str) -> list[str]:
     """Paths a shell command writes, as written ('' for a place the analysis cannot determine)."""
-    from trainsleuth.clients.shell import shell_writes
+    from trainsleuth.clients.gate.shell import shell_writes
 
     return [w.path or "" for w in shell_writes(command)]
 

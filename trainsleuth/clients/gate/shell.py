@@ -213,7 +213,7 @@ class Analysis:
 
     def command(self, cmd: Command) -> Outcome:
         """Analyse one simple command given as words (also used for wrapped commands)."""
-        from trainsleuth.clients.commands import analyse_command
+        from trainsleuth.clients.gate.rules import analyse_command
 
         self.steps += len(cmd.words) + 1
         return analyse_command(self, cmd)
@@ -429,9 +429,11 @@ class Analysis:
             return None
         if ">" not in operator:
             return (None, False, dest) if operator == "<" else None
-        if operator in (">&", "<&", ">&-") and dest is not None and dest.text is not None:
-            if dest.text.isdigit() or dest.text == "-" or dest.text.endswith("-"):
-                return None  # duplicates or closes a descriptor: no file
+        duplicates = (
+            dest is not None and dest.text is not None and (dest.text.isdigit() or dest.text.endswith("-"))
+        )
+        if operator in (">&", "<&", ">&-") and duplicates:
+            return None  # duplicates or closes a descriptor: no file
         if dest is None or dest.text is None:
             self.write(None, f"output redirection to {dest.source if dest else '?'}", cwds)
         else:
@@ -439,7 +441,7 @@ class Analysis:
         return None
 
     def _assignment(self, node: Node, cwds: Cwds, depth: int, *, persistent: bool) -> Outcome:
-        from trainsleuth.clients.commands import check_assignment
+        from trainsleuth.clients.gate.builtins import check_assignment
 
         name_node = node.child_by_field_name("name")
         value_node = node.child_by_field_name("value")
@@ -458,7 +460,7 @@ class Analysis:
 
     def _simple(self, node: Node, redirects: list[Node], cwds: Cwds, depth: int) -> Outcome:
         """A simple command: prefix assignments, name, arguments, redirections."""
-        from trainsleuth.clients.commands import check_assignment
+        from trainsleuth.clients.gate.builtins import check_assignment
 
         words: list[Word] = []
         stdin: str | None = None
