@@ -16,14 +16,20 @@ import json
 import os
 import re
 import shlex
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
+
+from trainsleuth.clients.install_server import (
+    InstallServerError,
+    check_pythons,
+    http_entry,
+    http_token,
+    tracked_by_git,
+)
 
 OsName = Literal["macos", "linux", "windows"]
 Scope = Literal["project", "user"]
@@ -398,67 +404,6 @@ def server_args(
     return args
 
 
-def check_pythons(pythons: list[Path]) -> list[Path]:
-    """`--python PATH`: interpreters the server may run user code with; each must exist and run."""
-    out = []
-    for raw in pythons:
-        path = Path(os.path.expanduser(str(raw)))
-        if not path.is_absolute():
-            found = shutil.which(str(raw))
-            path = Path(found) if found else path.absolute()
-        if not path.is_file() or not os.access(path, os.X_OK):
-            raise InstallError(f"--python {raw}: {path} is not an executable file; nothing was changed")
-        out.append(Path(os.path.abspath(path)))
-    return out
-
-
-def http_entry(client: str, url: str, token: str) -> dict[str, Any]:
-    """A streamable-HTTP server entry with the bearer token, in the client's own format."""
-    headers = {"Authorization": f"Bearer {token}"}
-    if client == "windsurf":
-        return {"serverUrl": url, "headers": headers}
-    if client == "cursor":
-        return {"url": url, "headers": headers}
-    return {"type": "http", "url": url, "headers": headers}
-
-
-def _http_token(url: str, token_file: Path | None) -> str:
-    from trainsleuth.server.tokens import TokenError, find_token, read_token_file
-
-    try:
-        if token_file is not None:
-            return read_token_file(token_file)
-        token, path = find_token(url)
-    except TokenError as exc:
-        raise InstallError(f"{exc}; nothing was changed") from None
-    if token is None:
-        raise InstallError(
-            f"no token for {url}: start the server once (`trainsleuth serve --transport http --port PORT`), which "
-            f"stores its token in {path}, or pass --token-file FILE; nothing was changed"
-        )
-    return token
-
-
-def _tracked_by_git(path: Path) -> bool:
-    """Whether a project file would be committed (it is in a git work tree and not ignored)."""
-    folder = path.parent if path.parent.exists() else path.parent.parent
-    try:
-        inside = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "--is-inside-work-tree"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        if inside.returncode != 0 or inside.stdout.strip() != "true":
-            return False
-        ignored = subprocess.run(
-            ["git", "-C", str(folder), "check-ignore", "-q", str(path)], capture_output=True, timeout=30
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return ignored.returncode != 0
-
-
 def plan_install(
     client: str,
     *,
@@ -473,6 +418,28 @@ def plan_install(
     token_file: Path | None = None,
 ) -> InstallPlan:
     """Work out every file change without touching the disk."""
+    try:
+        return _plan_install(
+            client, scope=scope, project=project, workspaces=workspaces, with_hooks=with_hooks,
+            platform=platform, launcher=launcher, pythons=pythons, url=url, token_file=token_file,
+        )  # fmt: skip
+    except InstallServerError as exc:
+        raise InstallError(str(exc)) from None
+
+
+def _plan_install(
+    client: str,
+    *,
+    scope: Scope | None,
+    project: Path | None,
+    workspaces: list[Path] | None,
+    with_hooks: bool,
+    platform: Platform | None,
+    launcher: Launcher | None,
+    pythons: list[Path] | None,
+    url: str | None,
+    token_file: Path | None,
+) -> InstallPlan:
     from trainsleuth.clients.approval import (
         ApprovalConfigError,
         enforcement_note,
@@ -532,12 +499,12 @@ def plan_install(
     )
     private: set[Path] = set()
     if url:
-        if chosen == "project" and _tracked_by_git(path):
+        if chosen == "project" and tracked_by_git(path):
             raise InstallError(
                 f"{path} would hold the server's token and is not git-ignored, so it could be committed: use "
                 f"--scope user, or add {path.name} to .gitignore first; nothing was changed"
             )
-        servers[SERVER_NAME] = http_entry(client, url, _http_token(url, token_file))
+        servers[SERVER_NAME] = http_entry(client, url, http_token(url, token_file))
         private.add(path)
         notes.append(f"{path} holds the server's bearer token: it is written readable by you only")
     else:

@@ -27,6 +27,31 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from trainsleuth.clients.gate.model import (
+    HERE,
+    MAX_CWDS,
+    SAFE_DEVICES,
+    Command,
+    Cwds,
+    Outcome,
+    Word,
+    Write,
+    bounded,
+)
+
+__all__ = [
+    "HERE",
+    "MAX_CWDS",
+    "Analysis",
+    "Command",
+    "Cwds",
+    "Outcome",
+    "Word",
+    "Write",
+    "analyse",
+    "bounded",
+]
+
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
@@ -37,7 +62,6 @@ MAX_SCRIPT_BYTES = 256 * 1024  # a script read from disk (bash FILE, source FILE
 MAX_SCRIPTS = 16  # scripts read from disk per command line
 MAX_NESTING = 60  # statements nested in one another (subshells, substitutions, compound commands)
 
-SAFE_DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "-"})
 
 _GLOB = re.compile(r"(?<!\\)[*?\[]")
 
@@ -48,85 +72,6 @@ def _parser() -> Parser:
     import tree_sitter_bash
 
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
-
-
-@dataclass(frozen=True)
-class Word:
-    """One shell word after quote removal: its text, or None when it depends on run-time values."""
-
-    text: str | None
-    glob: bool = False  # holds unquoted *, ? or [...] (or a brace expansion): a pattern, not a name
-    source: str = ""  # as written, for messages
-
-    @property
-    def static(self) -> bool:
-        return self.text is not None
-
-    @classmethod
-    def literal(cls, text: str) -> Word:
-        return cls(text, False, text)
-
-    @classmethod
-    def dynamic(cls, source: str) -> Word:
-        return cls(None, False, source)
-
-
-@dataclass(frozen=True)
-class Write:
-    """A file the command line writes: `path` (absolute, or relative to the hook's folder) or None
-    when the place is not determinable; `why` says which command writes it."""
-
-    path: str | None
-    why: str
-    pattern: bool = False  # `path` is a glob pattern (every file it matches is written)
-
-
-# Where a command runs: candidate folders, relative to the hook's folder ("" is that folder);
-# None is a folder the analysis cannot know (`cd "$DIR"`).
-Cwds = frozenset[str | None]
-HERE: Cwds = frozenset({""})
-
-
-MAX_CWDS = 8  # candidate folders tracked; more collapse to "unknown" (keeps the work linear)
-
-
-def bounded(cwds: Cwds) -> Cwds:
-    """At most MAX_CWDS candidate folders: past that the folder is unknown."""
-    if len(cwds) <= MAX_CWDS:
-        return cwds
-    return frozenset({None})
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """Candidate working folders after a statement, when it succeeded and when it failed."""
-
-    ok: Cwds
-    fail: Cwds
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "ok", bounded(self.ok))
-        object.__setattr__(self, "fail", bounded(self.fail))
-
-    @classmethod
-    def same(cls, cwds: Cwds) -> Outcome:
-        return cls(cwds, cwds)
-
-    @property
-    def either(self) -> Cwds:
-        return bounded(self.ok | self.fail)
-
-
-@dataclass
-class Command:
-    """A simple command ready for a rule in commands.py."""
-
-    words: list[Word]
-    cwds: Cwds
-    depth: int
-    stdin: str | None = None  # static text of a here-document or here-string, if any
-    stdin_file: Word | None = None  # `< FILE`
-    stdin_dynamic: bool = False  # a here-document with expansions
 
 
 @dataclass
