@@ -184,7 +184,13 @@ def _http_hint(url: str, token: str | None) -> str:
     except httpx.HTTPError as exc:
         return f" (the URL cannot be reached: {exc}; is the server running?)"
     if resp.status_code == 401:
-        return " (HTTP 401: missing or wrong bearer token; pass --token or set TRAINSLEUTH_TOKEN)"
+        from trainsleuth.server.tokens import token_path, url_address
+
+        where = token_path(*url_address(url))
+        return (
+            f" (HTTP 401: missing or wrong bearer token. A server on this machine keeps its token in {where}, "
+            "read by this client when it exists; else pass --token-file FILE or set TRAINSLEUTH_TOKEN)"
+        )
     if resp.status_code >= 400:
         return f" (HTTP {resp.status_code} from {url}: {resp.text[:200]})"
     return ""
