@@ -114,7 +114,9 @@ def is_exempt(path: Path, root: Path | None = None, pattern: bool = False) -> bo
     if suffix in _ARTEFACT_SUFFIXES:
         return True
     parts = _relative_parts(path, root)
-    return suffix in _DATA_SUFFIXES and any(part in _ARTEFACT_DIRS for part in parts[:-1])
+    in_outputs = any(part in _ARTEFACT_DIRS for part in parts[:-1])
+    # Data and checkpoints inside output folders; a folder there (no suffix: `mkdir -p logs/exp2`) too.
+    return in_outputs and (suffix in _DATA_SUFFIXES or (not suffix and not pattern))
 
 
 def really_exempt(path: Path, root: Path | None, pattern: bool = False) -> bool:
