@@ -198,3 +198,48 @@ def test_unreadable_or_tampered_state_closes_the_gate(tmp_path: Path) -> None:
     proc = run_hook_process("claude-code", claude_event(ws, "Bash", {"command": "sed -i s/a/b/ train.py"}))
     assert claude_verdict(proc.stdout, proc.returncode) == "deny"
     assert "state" in proc.stdout
+
+
+def windsurf_event(action: str, **tool_info: object) -> str:
+    """Windsurf's Cascade hook input: the common fields and the action's tool_info."""
+    return json.dumps(
+        {
+            "agent_action_name": action,
+            "trajectory_id": "traj-1",
+            "execution_id": "exec-1",
+            "timestamp": "2026-11-25T10:00:00.000000+00:00",
+            "model_name": "SWE-1.6",
+            "tool_info": tool_info,
+        }
+    )
+
+
+def test_windsurf_cascade_hooks(workspace: tuple[Path, str]) -> None:
+    ws, iid = workspace
+    denied = [
+        windsurf_event("pre_run_command", command_line="git -C . checkout -- train.py", cwd=str(ws)),
+        windsurf_event(
+            "pre_write_code",
+            file_path=str(ws / "tests" / "ln.py"),
+            edits=[{"old_string": "10.0", "new_string": "1e-3"}],
+        ),
+        windsurf_event(
+            "pre_mcp_tool_use",
+            mcp_server_name="filesystem",
+            mcp_tool_name="write_file",
+            mcp_tool_arguments={"path": str(ws / "train.py"), "content": "x"},
+        ),
+    ]
+    for payload in denied:
+        proc = run_hook_process("windsurf", payload)
+        assert proc.returncode == 2 and iid in proc.stderr, (payload, proc.stderr)
+    allowed = [
+        windsurf_event("pre_run_command", command_line="pytest -q tests", cwd=str(ws)),
+        windsurf_event("pre_write_code", file_path=str(ws / ".trainsleuth" / "scratch" / "e.py"), edits=[]),
+        windsurf_event("pre_read_code", file_path=str(ws / "train.py")),
+    ]
+    for payload in allowed:
+        outcome = run_hook("windsurf", payload)
+        assert outcome.exit_code == 0 and outcome.stderr == "", (payload, outcome)
+    broken = run_hook("windsurf", "{not json")
+    assert broken.exit_code == 2 and "fails closed" in broken.stderr

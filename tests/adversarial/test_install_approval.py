@@ -197,3 +197,21 @@ def test_http_install_finds_the_token_and_keeps_it_private(
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
     assert token not in dry.stdout and "Bearer <the server's token>" in dry.stdout
+
+
+def test_windsurf_hooks_fail_closed(tmp_path: Path) -> None:
+    platform = _platform(tmp_path)
+    hooks_file = platform.home / ".codeium" / "windsurf" / "hooks.json"
+    hooks_file.parent.mkdir(parents=True)
+    hooks_file.write_text(
+        json.dumps({"hooks": {"post_write_code": [{"command": "fmt", "show_output": True}]}})
+    )
+    plan = plan_install("windsurf", with_hooks=True, workspaces=[tmp_path], platform=platform)
+    apply_plan(plan)
+    hooks = json.loads(hooks_file.read_text())["hooks"]
+    assert hooks["post_write_code"] == [{"command": "fmt", "show_output": True}]
+    for event in ("pre_write_code", "pre_run_command", "pre_mcp_tool_use"):
+        (entry,) = hooks[event]
+        assert entry["command"].endswith("hook windsurf || exit 2") and entry["show_output"] is True
+    again = apply_plan(plan_install("windsurf", with_hooks=True, workspaces=[tmp_path], platform=platform))
+    assert hooks_file not in again.written

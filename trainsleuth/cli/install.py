@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--with-hooks",
         action="store_true",
-        help="also register the edit gate as a pre-tool hook (claude-code, cursor)",
+        help="also register the edit gate as a pre-tool hook (claude-code, cursor, windsurf)",
     )
     p.add_argument(
         "--workspace",

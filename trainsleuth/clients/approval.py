@@ -67,7 +67,8 @@ ENFORCEMENT = {
     "call unless you chose 'Always allow' for approve_diagnosis, so keep that tool on ask. trainsleuth "
     "cannot enforce it from here; the approval dialog (elicitation) and the server's own check still apply.",
     "windsurf": "Windsurf cannot be told to ask before approve_diagnosis (its MCP config has no per-tool "
-    "permission): trainsleuth cannot enforce client-side approval there; only the server's own check applies.",
+    "permission and its hooks cannot ask; "
+    "they only block): trainsleuth cannot enforce client-side approval there; only the server's own check applies.",
 }
 
 

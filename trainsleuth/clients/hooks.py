@@ -1,4 +1,4 @@
-"""The edit gate for clients' pre-tool hooks (Claude Code, Cursor).
+"""The edit gate for clients' pre-tool hooks (Claude Code, Cursor, Windsurf).
 
 The client runs `trainsleuth hook CLIENT` before a tool call and writes the call as JSON on
 stdin. The gate decides from the workspace's investigation state
@@ -416,6 +416,30 @@ def cursor_response(decision: Decision) -> dict[str, Any]:
     return _cursor_body("deny", decision.message())
 
 
+def windsurf(event: Mapping[str, Any], *, workspace: Path | None, state_path: Path | None) -> HookOutcome:
+    """Windsurf Cascade hooks (pre_write_code, pre_run_command, pre_mcp_tool_use): exit 2 blocks and
+    shows stderr; exit 0 lets the action run. Windsurf cannot ask the person from a hook."""
+    name = event.get("agent_action_name")
+    info = _as_mapping(event.get("tool_info"))
+    base = Path(str(info.get("cwd") or os.getcwd()))
+    targets: list[Target | str] = []
+    if name == "pre_write_code":
+        targets = list(_paths(info, ("file_path",)))
+    elif name == "pre_run_command":
+        targets = list(shell_targets(str(info.get("command_line", "")), base))
+    elif name == "pre_mcp_tool_use":
+        tool = str(info.get("mcp_tool_name", ""))
+        is_ours = "trainsleuth" in str(info.get("mcp_server_name", ""))
+        if MCP_WRITE_TOOL.search(tool) and not is_ours:
+            targets = list(_paths(_as_mapping(info.get("mcp_tool_arguments")), MCP_PATH_FIELDS))
+    elif not (isinstance(name, str) and name.startswith(("post_", "pre_read_code", "pre_user_prompt"))):
+        raise ValueError(f"unsupported Windsurf hook event {name!r}")
+    decision = decide(targets, base=base, workspace=workspace, state_path=state_path)
+    if decision.allowed:
+        return HookOutcome("", "", 0)
+    return HookOutcome("", decision.message() + "\n", 2)
+
+
 def run_hook(
     client: str, stdin_text: str, *, workspace: Path | None = None, state_path: Path | None = None
 ) -> HookOutcome:
@@ -428,6 +452,8 @@ def run_hook(
             return claude_code(event, workspace=workspace, state_path=state_path)
         if client == "cursor":
             return cursor(event, workspace=workspace, state_path=state_path)
+        if client == "windsurf":
+            return windsurf(event, workspace=workspace, state_path=state_path)
         raise ValueError(f"unknown client {client!r}")
     except Exception as exc:  # fail closed on the gate's own errors
         reason = (
@@ -437,5 +463,5 @@ def run_hook(
         )
         if client == "cursor":
             return HookOutcome(json.dumps(_cursor_body("deny", reason)) + "\n", reason + "\n", 2)
-        # Claude Code: exit code 2 blocks the call and shows stderr to the model.
+        # Claude Code and Windsurf: exit code 2 blocks the call and shows stderr.
         return HookOutcome("", reason + "\n", 2)

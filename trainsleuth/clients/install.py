@@ -36,7 +36,7 @@ Scope = Literal["project", "user"]
 
 SERVER_NAME = "trainsleuth"
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf")
-HOOK_CLIENTS = ("claude-code", "cursor")
+HOOK_CLIENTS = ("claude-code", "cursor", "windsurf")
 
 # Tools whose calls the edit gate inspects (see trainsleuth/clients/hooks.py).
 CLAUDE_CODE_HOOK_MATCHER = "Edit|Write|MultiEdit|NotebookEdit|Bash|mcp__.*"
@@ -311,6 +311,8 @@ def hook_config_path(client: str, platform: Platform, scope: Scope, project: Pat
         return (project if scope == "project" else platform.home) / ".claude" / "settings.json"
     if client == "cursor":
         return (project if scope == "project" else platform.home) / ".cursor" / "hooks.json"
+    if client == "windsurf":  # Cascade hooks; the user file, like Windsurf's MCP config
+        return platform.home / ".codeium" / "windsurf" / "hooks.json"
     raise InstallError(f"{client} has no pre-tool hooks; --with-hooks works with: {', '.join(HOOK_CLIENTS)}")
 
 
@@ -388,6 +390,19 @@ def _merge_cursor_hooks(config: dict[str, Any], command: str, path: Path, *, edi
         if not placed:
             kept.append(ours)
         hooks[event] = kept
+
+
+def _merge_windsurf_hooks(config: dict[str, Any], command: str, path: Path) -> None:
+    """trainsleuth's entries in Windsurf's Cascade hooks.json (`show_output` so a denial is visible)."""
+    hooks = _section(config, "hooks", path)
+    for event in ("pre_write_code", "pre_run_command", "pre_mcp_tool_use"):
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InstallError(f"{path}: hooks.{event} is not a list; nothing was changed")
+        kept = [
+            e for e in entries if not (isinstance(e, dict) and _is_our_hook(e.get("command"), "windsurf"))
+        ]
+        hooks[event] = [*kept, {"command": command, "show_output": True}]
 
 
 def server_args(
@@ -535,6 +550,8 @@ def _plan_install(
             # Claude Code lets a call through when a hook fails with any code but 2: `|| exit 2` makes a
             # missing or crashing gate block the call instead (fail closed).
             _merge_claude_code_hooks(hdata, f"{command} || exit 2", hpath)
+        elif client == "windsurf":
+            _merge_windsurf_hooks(hdata, f"{command} || exit 2", hpath)  # same exit-code rule as Claude Code
         else:
             _merge_cursor_hooks(hdata, command, hpath, edit_gate=with_hooks)
     notes.append(enforcement_note(client, approval_path))
