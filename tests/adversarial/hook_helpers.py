@@ -16,6 +16,29 @@ from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
 
 TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")
+# Where the protocol keeps per-user state when it lives outside the workspace (harmless where it does not).
+STATE_ENV = "TRAINSLEUTH_STATE_DIR"
+
+
+def shared_workspace(base: Path) -> tuple[Path, str, Path]:
+    """A corpus workspace with an open investigation, made once for a test module: (workspace, id, state root).
+
+    Tests that use it set STATE_ENV to the returned root (`use_state_root`), so the state they read is the
+    one made here even where each test otherwise gets its own state folder.
+    """
+    root = base / "state-root"
+    root.mkdir(parents=True, exist_ok=True)
+    ws = make_workspace(base / "proj")
+    saved = os.environ.get(STATE_ENV)
+    os.environ[STATE_ENV] = str(root)
+    try:
+        iid = open_investigation(ws)
+    finally:
+        if saved is None:
+            del os.environ[STATE_ENV]
+        else:
+            os.environ[STATE_ENV] = saved
+    return ws, iid, root
 
 
 def open_investigation(ws: Path) -> str:

@@ -13,15 +13,18 @@ from pathlib import Path
 
 import pytest
 from hook_helpers import (
+    STATE_ENV,
     claude_event,
     claude_verdict,
     cursor_event,
     make_workspace,
     open_investigation,
     run_hook_process,
+    shared_workspace,
 )
 
 from trainsleuth.clients.hooks import run_hook
+from trainsleuth.protocol.store import default_state_path
 
 # The bypasses issue 15 lists (Bash tool input, no diagnosis approved), one command each.
 ISSUE_ATTACKS = [
@@ -47,9 +50,14 @@ ISSUE_ATTACKS = [
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    ws = make_workspace(tmp_path_factory.mktemp("attacks") / "proj")
-    return ws, open_investigation(ws)
+def shared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    return shared_workspace(tmp_path_factory.mktemp("attacks"))
+
+
+@pytest.fixture
+def workspace(shared: tuple[Path, str, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    monkeypatch.setenv(STATE_ENV, str(shared[2]))
+    return shared[0], shared[1]
 
 
 @pytest.mark.parametrize("command", ISSUE_ATTACKS)
@@ -183,7 +191,7 @@ def test_unreadable_or_tampered_state_closes_the_gate(tmp_path: Path) -> None:
     """The gate consumes the protocol's answer; when the state cannot be read it denies and says why."""
     ws = make_workspace(tmp_path / "proj")
     open_investigation(ws)
-    db = ws / ".trainsleuth" / "state.db"
+    db = default_state_path(ws)  # wherever the protocol keeps it
     conn = sqlite3.connect(db)
     conn.execute("DROP TABLE investigations")
     conn.execute("CREATE TABLE investigations (nonsense TEXT)")

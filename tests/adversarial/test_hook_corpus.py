@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 from hook_corpus import READS, STATE_WRITES, WRITES
-from hook_helpers import claude_event, claude_verdict, make_workspace, open_investigation
+from hook_helpers import (
+    STATE_ENV,
+    claude_event,
+    claude_verdict,
+    make_workspace,
+    shared_workspace,
+)
 
 from trainsleuth.clients.hooks import run_hook
 
@@ -25,9 +31,14 @@ KNOWN_FALSE_DENIES: dict[str, str] = {
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    ws = make_workspace(tmp_path_factory.mktemp("corpus") / "proj")
-    return ws, open_investigation(ws)
+def shared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    return shared_workspace(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture
+def workspace(shared: tuple[Path, str, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    monkeypatch.setenv(STATE_ENV, str(shared[2]))
+    return shared[0], shared[1]
 
 
 def _verdicts(ws: Path, commands: list[str]) -> dict[str, str]:

@@ -29,9 +29,9 @@ BLOCKS = {
 def test_work_per_copy_is_constant(block: str) -> None:
     text = BLOCKS[block]
     per_copy = []
-    for copies in (10, 50, 200):
+    for copies in (5, 20, 80):
         per_copy.append(analyse(text * copies).steps / copies)
-    # Constant work per copy: at most a few percent apart (a quadratic walk grows 20x from 10 to 200).
+    # Constant work per copy: at most a few percent apart (a quadratic walk grows 16x from 5 to 80).
     assert max(per_copy) / min(per_copy) < 1.05, per_copy
 
 
@@ -47,11 +47,10 @@ def test_nesting_is_bounded() -> None:
 
 
 def test_a_huge_command_is_decided(tmp_path: Path) -> None:
-    """A 1 MB command line (the old gate's shlex pass was quadratic on these) is judged whole."""
+    """A 1 MB argument (the old gate's shlex tokenizer was quadratic on long tokens: minutes) is judged."""
     ws = make_workspace(tmp_path / "proj")
     open_investigation(ws)
-    command = "ls -la logs; " * 80_000 + "rm train.py"
-    assert len(command) > 1_000_000
+    command = "echo '" + "x" * 1_000_000 + "' > train.py"
     outcome = run_hook("claude-code", claude_event(ws, "Bash", {"command": command}))
     assert claude_verdict(outcome.stdout, outcome.exit_code) == "deny"
     assert "train.py" in outcome.stdout
