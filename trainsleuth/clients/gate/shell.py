@@ -4,7 +4,7 @@ The edit gate must know which files a command writes before it runs. A command l
 into bash's own grammar (pipelines, lists, subshells, compound commands, functions, redirections,
 here-documents, substitutions) and every simple command in it, including those nested in
 `$(...)`, `<(...)`, `bash -c '...'`, `eval`, sourced scripts and wrappers such as `env`,
-`timeout` or `xargs`, is looked up in `commands.py`, which knows what each program writes.
+`timeout` or `xargs`, is looked up in `rules.py`, which knows what each program writes.
 
 The analysis is conservative: anything it cannot see through (a variable or command substitution
 as a target, an unknown program, a construct the parser does not understand, `python -c`) is a
@@ -12,8 +12,8 @@ write to an unknown place, which the gate treats like a write of a gated file. I
 anything.
 
 Work is linear in the length of the command: tree-sitter parses in one pass, every syntax node is
-visited a bounded number of times, and text parsed again (`bash -c` payloads, `eval`, scripts) is
-limited in nesting depth and size. `Analysis.steps` counts the nodes visited and the bytes parsed,
+visited a bounded number of times, at most MAX_CWDS candidate working folders are tracked, and text
+parsed again (`bash -c` payloads, `eval`, scripts) is limited in nesting depth and size. `Analysis.steps` counts the nodes visited and the bytes parsed,
 so tests can check the bound without a clock.
 """
 
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainsleuth.clients.gate.model import (
     HERE,
@@ -548,23 +548,3 @@ def analyse(command: str, *, base: str = "") -> Analysis:
 
 def shell_writes(command: str, *, base: str = "") -> list[Write]:
     return analyse(command, base=base).writes
-
-
-def node_count(command: str) -> int:
-    """Syntax nodes of a command line (for the linearity benchmark)."""
-    tree = _parser().parse(command.encode())
-    count = 0
-    cursor: Any = tree.walk()
-    visited_children = False
-    while True:
-        if not visited_children:
-            count += 1
-            if cursor.goto_first_child():
-                continue
-        if cursor.goto_next_sibling():
-            visited_children = False
-            continue
-        if not cursor.goto_parent():
-            break
-        visited_children = True
-    return count
