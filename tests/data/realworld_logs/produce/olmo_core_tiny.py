@@ -3,9 +3,9 @@
 Follows OLMo-core's src/examples/llm/train.py (model factory, NumpyFSLDatasetConfig,
 NumpyDataLoaderConfig, TransformerTrainModuleConfig, TrainerConfig, LMEvaluatorCallbackConfig),
 scaled down: `TransformerConfig.olmo2_1M` over a byte-level vocabulary (256), token files written
-here from the license texts in /usr/share/common-licenses (one byte = one token, uint16 memmaps as
-OLMo data files are), no distributed backend, no compile, fp32. The console output is OLMo-core's
-ConsoleLoggerCallback (`[step=N/M,...]` then `    train/CE loss=...` lines).
+here from the license texts in /usr/share/common-licenses (one byte = one token, raw uint8
+memmaps, as OLMo-core picks uint8 for a 256-token vocabulary), no distributed backend, no compile,
+fp32. The console output is OLMo-core's ConsoleLoggerCallback (`[step=N/M,...]` then `    train/CE loss=...` lines).
 
     python olmo_core_tiny.py --out DIR [--steps 300] [--lr 4e-3] [--collect 5]
 """
@@ -21,13 +21,17 @@ import numpy as np
 
 
 def write_tokens(out: Path) -> tuple[str, str]:
-    paths = sorted(p for p in glob.glob("/usr/share/common-licenses/*") if os.path.isfile(p) and not os.path.islink(p))
+    paths = sorted(
+        p for p in glob.glob("/usr/share/common-licenses/*") if os.path.isfile(p) and not os.path.islink(p)
+    )
     data = b"".join(Path(p).read_bytes() for p in paths)
-    toks = np.frombuffer(data, dtype=np.uint8).astype(np.uint16)
+    # OLMo-core reads token files as raw memmaps and picks the dtype from the vocabulary size
+    # (uint8 for 256 tokens), so the bytes are written as uint8.
+    toks = np.frombuffer(data, dtype=np.uint8)
     n = int(len(toks) * 0.9)
     train, val = out / "train.npy", out / "val.npy"
-    np.memmap(train, dtype=np.uint16, mode="w+", shape=(n,))[:] = toks[:n]
-    np.memmap(val, dtype=np.uint16, mode="w+", shape=(len(toks) - n,))[:] = toks[n:]
+    np.memmap(train, dtype=np.uint8, mode="w+", shape=(n,))[:] = toks[:n]
+    np.memmap(val, dtype=np.uint8, mode="w+", shape=(len(toks) - n,))[:] = toks[n:]
     return str(train), str(val)
 
 
@@ -37,7 +41,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--lr", type=float, default=4e-3)
     p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--collect", type=int, default=5, help="metrics_collect_interval (console metrics every N steps)")
+    p.add_argument(
+        "--collect", type=int, default=5, help="metrics_collect_interval (console metrics every N steps)"
+    )
     a = p.parse_args()
     out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -51,7 +57,12 @@ def main() -> None:
     )
     from olmo_core.nn.transformer import TransformerConfig
     from olmo_core.optim import AdamWConfig, CosWithWarmup
-    from olmo_core.train import Duration, TrainerConfig, prepare_training_environment, teardown_training_environment
+    from olmo_core.train import (
+        Duration,
+        TrainerConfig,
+        prepare_training_environment,
+        teardown_training_environment,
+    )
     from olmo_core.train.callbacks import LMEvaluatorCallbackConfig
     from olmo_core.train.train_module import TransformerTrainModuleConfig
     from olmo_core.utils import seed_all

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 from collections import OrderedDict
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_digits

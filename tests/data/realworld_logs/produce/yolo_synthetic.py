@@ -61,9 +61,7 @@ def main() -> None:
     make_split(data, "train", a.n_train, a.imgsz, rng)
     make_split(data, "val", a.n_val, a.imgsz, rng)
     yaml = root / "shapes.yaml"
-    yaml.write_text(
-        f"path: {data}\ntrain: images/train\nval: images/val\nnames:\n  0: square\n  1: disc\n"
-    )
+    yaml.write_text(f"path: {data}\ntrain: images/train\nval: images/val\nnames:\n  0: square\n  1: disc\n")
     from ultralytics import YOLO
 
     model = YOLO("yolov8n.yaml")
