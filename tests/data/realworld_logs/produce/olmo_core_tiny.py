@@ -3,8 +3,8 @@
 Follows OLMo-core's src/examples/llm/train.py (model factory, NumpyFSLDatasetConfig,
 NumpyDataLoaderConfig, TransformerTrainModuleConfig, TrainerConfig, LMEvaluatorCallbackConfig),
 scaled down: `TransformerConfig.olmo2_1M` over a byte-level vocabulary (256), token files written
-here from the license texts in /usr/share/common-licenses (one byte = one token, raw uint8
-memmaps, as OLMo-core picks uint8 for a 256-token vocabulary), no distributed backend, no compile,
+here from the license texts in /usr/share/common-licenses (one byte = one token, paragraphs
+ended by EOS=0, raw uint8 memmaps, as OLMo-core picks uint8 for a 256-token vocabulary), no distributed backend, no compile,
 fp32. The console output is OLMo-core's ConsoleLoggerCallback (`[step=N/M,...]` then `    train/CE loss=...` lines).
 
     python olmo_core_tiny.py --out DIR [--steps 300] [--lr 4e-3] [--collect 5]
@@ -24,7 +24,10 @@ def write_tokens(out: Path) -> tuple[str, str]:
     paths = sorted(
         p for p in glob.glob("/usr/share/common-licenses/*") if os.path.isfile(p) and not os.path.islink(p)
     )
-    data = b"".join(Path(p).read_bytes() for p in paths)
+    # One document per paragraph, each followed by EOS (token 0, a byte the texts never contain):
+    # OLMo-core's padded eval dataset needs document boundaries.
+    docs = [d for p in paths for d in Path(p).read_bytes().split(b"\n\n") if d.strip()]
+    data = b"".join(d + b"\x00" for d in docs)
     # OLMo-core reads token files as raw memmaps and picks the dtype from the vocabulary size
     # (uint8 for 256 tokens), so the bytes are written as uint8.
     toks = np.frombuffer(data, dtype=np.uint8)
