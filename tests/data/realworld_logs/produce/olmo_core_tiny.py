@@ -2,10 +2,11 @@
 
 Follows OLMo-core's src/examples/llm/train.py (model factory, NumpyFSLDatasetConfig,
 NumpyDataLoaderConfig, TransformerTrainModuleConfig, TrainerConfig, LMEvaluatorCallbackConfig),
-scaled down: `TransformerConfig.olmo2_1M` over a byte-level vocabulary (256), token files written
-here from the license texts in /usr/share/common-licenses (one byte = one token, paragraphs
-ended by EOS=0, raw uint8 memmaps, as OLMo-core picks uint8 for a 256-token vocabulary), no distributed backend, no compile,
-fp32. The console output is OLMo-core's ConsoleLoggerCallback (`[step=N/M,...]` then `    train/CE loss=...` lines).
+scaled down: `TransformerConfig.olmo2_1M` over a byte-level vocabulary (256); token files written
+here from the license texts in /usr/share/common-licenses (one byte = one token, paragraphs ended
+by EOS=0, raw uint8 memmaps, as OLMo-core picks uint8 for a 256-token vocabulary); no distributed
+backend, no compile, fp32. The console output is OLMo-core's ConsoleLoggerCallback
+(`[step=N/M,...]` lines, then `    train/CE loss=...` lines every --collect steps).
 
     python olmo_core_tiny.py --out DIR [--steps 300] [--lr 4e-3] [--collect 5]
 """
