@@ -109,8 +109,11 @@ class DumpStacksInput(AnalysisInput):
 
 
 class DiffCheckpointsInput(AnalysisInput):
-    a: ExistingPath = Field(description="a checkpoint: torch.save file (.pt/.pth/.bin) or .safetensors")
-    b: ExistingPath | None = Field(default=None, description="the checkpoint to compare with")
+    a: ExistingPath = Field(
+        description="a checkpoint: torch.save file (nested dicts and Lightning files too), .safetensors, or a "
+        "Hugging Face model folder"
+    )
+    b: ExistingPath | None = Field(default=None, description="the checkpoint to compare with (same forms)")
     entrypoint: Entrypoint | None = Field(
         default=None, description="instead of b: compare a with this entrypoint's model.state_dict()"
     )
@@ -343,10 +346,10 @@ def register(registry: ToolRegistry) -> None:
         input_model=DiffCheckpointsInput,
         output_model=DiffCheckpointsOutput,
         description=(
-            "Compare two checkpoints (torch.save state dicts, safetensors) or a checkpoint against an entrypoint's "
-            "model: missing/unexpected keys, shape and dtype mismatches, prefixes explained (module. from DDP, "
-            "_orig_mod. from torch.compile, FSDP), per-tensor value differences. Loads torch files with "
-            "weights_only=True only: a pickle that would run code is refused."
+            "Compare two checkpoints (torch.save, nested {'model': ..., 'optimizer': ...}, Lightning, safetensors, "
+            "Hugging Face folders) or one against an entrypoint's model: keys, prefixes explained (module., "
+            "_orig_mod.), shapes, dtypes, values, and what load_state_dict(strict=False) would really restore. "
+            "torch files load with weights_only=True: a pickle that would run code is refused."
         ),
         title="Diff checkpoints",
         read_only=False,
