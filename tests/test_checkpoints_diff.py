@@ -245,12 +245,25 @@ async def test_nested_checkpoint_with_optimizer_against_the_model(workspace: Pat
     torch.save({"model": sd, "optimizer": opt.state_dict(), "epoch": 3}, workspace / "resume.pt")
     result = await _diff(workspace, {"a": "resume.pt", "entrypoint": "model.py:entry"})
     data = _ok(result)
-    assert data["container_a"].startswith("nested checkpoint, weights at ['model']; also optimizer: 18 tensors, epoch: 3")
+    assert data["container_a"].startswith(
+        "nested checkpoint, weights at ['model']; also optimizer: 18 tensors, epoch: 3"
+    )
     assert data["matched"] == 9 and data["prefix_notes"][0]["prefix"] == "module."
     strict = data["strict_false"]
-    assert (strict["restored"], strict["model_tensors"], strict["missing"], strict["as_saved"]) == (0, 9, 9, 0)
-    assert "differ only by prefix" in strict["message"] and "consume_prefix_in_state_dict_if_present" in strict["message"]
-    assert "strict=False: load_state_dict(checkpoint['model'], strict=False) would restore 0 of 9" in result.content[0].text
+    assert (strict["restored"], strict["model_tensors"], strict["missing"], strict["as_saved"]) == (
+        0,
+        9,
+        9,
+        0,
+    )
+    assert (
+        "differ only by prefix" in strict["message"]
+        and "consume_prefix_in_state_dict_if_present" in strict["message"]
+    )
+    assert (
+        "strict=False: load_state_dict(checkpoint['model'], strict=False) would restore 0 of 9"
+        in result.content[0].text
+    )
     # the values are the trained ones: the model of the entrypoint is the untrained start
     assert data["n_value_differences"] >= 4
 
@@ -299,7 +312,9 @@ async def test_hugging_face_folders(workspace: Path) -> None:
         name = f"model-0000{i}-of-00002.safetensors"
         save_file({k: sd[k].contiguous() for k in chunk}, str(sharded / name))
         weight_map.update({k: name for k in chunk})
-    (sharded / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (sharded / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
     bin_folder = workspace / "hf_bin"
     bin_folder.mkdir()
     changed = {k: v.clone() for k, v in sd.items()}

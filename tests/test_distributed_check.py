@@ -130,7 +130,7 @@ def test_a_difference_hidden_by_ddp_construction_broadcast_is_still_reported(
     [mixed] = _errors(fsdp)
     assert mixed.evidence["after_wrapping"] == "a mix of ranks' values"
     assert mixed.evidence["n_differ"] == 4 and "fully_shard does not broadcast" in mixed.message
-    assert any("FSDP2(<model>)" == w for w in fsdp.wrappers)
+    assert "FSDP2(<model>)" in fsdp.wrappers
     # precomputed features: the global batch itself differs per rank
     features = patterns["precomputed_features.py:entry"]
     [inputs] = [f for f in features.findings if f.evidence.get("kind") == "input"]
@@ -155,7 +155,10 @@ def test_ddp_patterns_name_what_diverges_and_why(patterns: dict[str, Distributed
     unused = patterns["ddp_graph.py:entry"].findings[0]
     assert unused.code == "no_gradient" and unused.module == "aux_head" and unused.severity == "error"
     # TORCH_DISTRIBUTED_DEBUG=INFO makes DDP name them in its error
-    assert unused.evidence["ddp_named"] == {"0": ["aux_head.bias", "aux_head.weight"], "1": ["aux_head.bias", "aux_head.weight"]}
+    assert unused.evidence["ddp_named"] == {
+        "0": ["aux_head.bias", "aux_head.weight"],
+        "1": ["aux_head.bias", "aux_head.weight"],
+    }
     kinds = {f.evidence.get("kind") for f in patterns["ddp_graph.py:entry"].findings}
     assert "gradient" in kinds  # the bucket with aux_head was never reduced
     [info] = patterns["ddp_graph.py:healthy"].findings
@@ -196,7 +199,10 @@ def test_a_hang_is_explained_from_flight_recorder_and_stacks(workspace: Path) ->
     assert not report.healthy and not report.completed
     hung = report.findings[0]
     assert hung.code == "job_hung" and hung.step == 1
-    assert "rank 0 is in backward (where DDP all-reduces gradients), called at _setup.<locals>.step_fn" in hung.message
+    assert (
+        "rank 0 is in backward (where DDP all-reduces gradients), called at _setup.<locals>.step_fn"
+        in hung.message
+    )
     assert "rank 1 waits in all_gather_object at trainsleuth's own check" in hung.message
     # the Flight Recorder, read from real dumps of both ranks: rank 1 never entered rank 0's all-reduce
     fr = report.flight_recorder
@@ -212,7 +218,10 @@ def test_a_hang_is_explained_from_flight_recorder_and_stacks(workspace: Path) ->
     assert states[0].status == states[1].status == "hung"
     assert states[0].stack_source in ("py-spy", "faulthandler")
     assert any("uneven_batches.py" in frame for frame in states[0].stack)
-    assert states[1].collective == "all_gather_object" and states[1].where == "trainsleuth's own check (between steps)"
+    assert (
+        states[1].collective == "all_gather_object"
+        and states[1].where == "trainsleuth's own check (between steps)"
+    )
     assert states[0].flight_recorder and "all_reduce" in states[0].flight_recorder
     text = report.render_text()
     assert "stacks and Flight Recorder side by side" in text and "never entered all_reduce" in text

@@ -28,7 +28,9 @@ from trainsleuth.tools.distributed.errors import AnalysisError
 TORCH_FILE = "/site-packages/torch/distributed/distributed_c10d.py"
 
 
-def _entry(rank: int, seq: int, op: str, sizes: list[list[int]], state: str, line: int, **extra: Any) -> dict[str, Any]:
+def _entry(
+    rank: int, seq: int, op: str, sizes: list[list[int]], state: str, line: int, **extra: Any
+) -> dict[str, Any]:
     out_sizes = [[sizes[0][0] * 4]] if op == "all_gather" else sizes
     entry = {
         "record_id": seq - 1,
@@ -64,7 +66,9 @@ def _dump(entries: list[dict[str, Any]], world: int = 4) -> dict[str, Any]:
         "version": "2.10",
         "comm_lib_version": "2.21.5",
         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
-        "pg_status": {"0": {"last_enqueued_collective": 0, "last_started_collective": 0, "last_completed_collective": 0}},
+        "pg_status": {
+            "0": {"last_enqueued_collective": 0, "last_started_collective": 0, "last_completed_collective": 0}
+        },
         "entries": entries,
     }
 
@@ -92,11 +96,18 @@ def test_a_rank_missing_from_a_collective_is_named(tmp_path: Path) -> None:
     assert report.version == "2.10" and report.ranks == [0, 1, 2, 3] and report.matched == 3
     problem = report.problem
     assert problem is not None
-    assert (problem.kind, problem.group, problem.seq, problem.op) == ("missing_ranks", "default_pg", 4, "all_reduce")
+    assert (problem.kind, problem.group, problem.seq, problem.op) == (
+        "missing_ranks",
+        "default_pg",
+        4,
+        "all_reduce",
+    )
     assert problem.missing_ranks == [2]
     assert [c.rank for c in problem.calls] == [0, 1, 3]
     assert all(c.state == "pending" and c.call_site == "train_step (train.py:52)" for c in problem.calls)
-    assert problem.elsewhere == {"2": "#3 all_reduce [[1024]] (completed) in default_pg at train_step (train.py:40)"}
+    assert problem.elsewhere == {
+        "2": "#3 all_reduce [[1024]] (completed) in default_pg at train_step (train.py:40)"
+    }
     found = flight.finding(report)
     assert found is not None and found.code == "collective_mismatch"
     assert found.evidence["by_rank"]["2"]["collective"] is None and found.evidence["seq"] == 4
@@ -120,14 +131,29 @@ def test_torchfrtrace_reaches_the_same_verdict_on_these_dumps(tmp_path: Path) ->
 def test_type_size_and_dtype_mismatches(tmp_path: Path) -> None:
     def two(op1: str, sizes1: list[list[int]], **extra1: Any) -> flight.FlightRecorderReport:
         dumps = {
-            0: _dump([_entry(0, 1, "all_reduce", [[8]], "completed", 10), _entry(0, 2, "all_reduce", [[8]], "started", 20)], 2),
-            1: _dump([_entry(1, 1, "all_reduce", [[8]], "completed", 10), _entry(1, 2, op1, sizes1, "started", 30, **extra1)], 2),
+            0: _dump(
+                [
+                    _entry(0, 1, "all_reduce", [[8]], "completed", 10),
+                    _entry(0, 2, "all_reduce", [[8]], "started", 20),
+                ],
+                2,
+            ),
+            1: _dump(
+                [
+                    _entry(1, 1, "all_reduce", [[8]], "completed", 10),
+                    _entry(1, 2, op1, sizes1, "started", 30, **extra1),
+                ],
+                2,
+            ),
         }
         return flight.analyse(dumps)
 
     typed = two("broadcast", [[8]]).problem
     assert typed is not None and typed.kind == "type_mismatch" and typed.seq == 2
-    assert "rank 0 calls all_reduce at train_step (train.py:20), rank 1 calls broadcast at train_step (train.py:30)" in typed.message
+    assert (
+        "rank 0 calls all_reduce at train_step (train.py:20), rank 1 calls broadcast at train_step (train.py:30)"
+        in typed.message
+    )
     sized = two("all_reduce", [[6]]).problem
     assert sized is not None and sized.kind == "size_mismatch"
     assert "rank 0 input [[8]] output [[8]], rank 1 input [[6]] output [[6]]" in sized.message
@@ -157,7 +183,9 @@ def test_gloo_dumps_without_pg_config_use_the_default_group(tmp_path: Path) -> N
         dump["pg_config"] = {"": {"name": "", "desc": "", "ranks": "[]"}}
         dumps[rank] = dump
     report = flight.analyse(dumps, world_size=2)
-    assert report.problem is not None and report.problem.missing_ranks == [1] and report.problem.op == "barrier"
+    assert (
+        report.problem is not None and report.problem.missing_ranks == [1] and report.problem.op == "barrier"
+    )
     assert report.problem.calls[0].state == "pending"
     assert report.last_by_rank["1"].startswith("#1 all_reduce [[4]] (completed)")
 

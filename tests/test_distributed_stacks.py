@@ -39,7 +39,9 @@ def _wait_for(paths: list[Path], proc: subprocess.Popen[bytes], timeout: float =
     raise AssertionError("the ranks never reached the hang")
 
 
-def _wait_for_record(path: Path, needle: bytes, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+def _wait_for_record(
+    path: Path, needle: bytes, proc: subprocess.Popen[bytes], timeout: float = 120.0
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and needle in path.read_bytes():
@@ -82,7 +84,12 @@ async def test_hanging_job_with_a_skipped_barrier_is_diagnosed_and_ended(workspa
         async with Client(server) as client:
             result = await client.call_tool(
                 "dump_stacks",
-                {"pattern": r"hang_skip_barrier\.py", "samples": 2, "interval_s": 0.5, "flight_recorder": "fr"},
+                {
+                    "pattern": r"hang_skip_barrier\.py",
+                    "samples": 2,
+                    "interval_s": 0.5,
+                    "flight_recorder": "fr",
+                },
             )
         assert not result.is_error, result.content[0].text
         data = result.structured_content
@@ -105,7 +112,9 @@ async def test_hanging_job_with_a_skipped_barrier_is_diagnosed_and_ended(workspa
         assert "never reached" in finding["message"]
         assert "collective_mismatch" in result.content[0].text
         # the engine's own records, from real gloo dumps: rank 1 never entered barrier #2
-        assert recorded["code"] == "collective_mismatch" and recorded["evidence"]["source"] == "flight_recorder"
+        assert (
+            recorded["code"] == "collective_mismatch" and recorded["evidence"]["source"] == "flight_recorder"
+        )
         assert recorded["evidence"]["missing_ranks"] == [1] and recorded["evidence"]["seq"] == 2
         assert recorded["evidence"]["collective"] == "barrier"
         problem = data["flight_recorder"]["problem"]
@@ -114,7 +123,9 @@ async def test_hanging_job_with_a_skipped_barrier_is_diagnosed_and_ended(workspa
         side = data["side_by_side"]
         assert side[0].startswith("rank 0: waits in barrier at main (hang_skip_barrier.py:")
         assert "| #2 barrier" in side[0] and "(pending)" in side[0]
-        assert side[1].startswith("rank 1: in evaluate (hang_skip_barrier.py:") and "| #1 all_reduce" in side[1]
+        assert (
+            side[1].startswith("rank 1: in evaluate (hang_skip_barrier.py:") and "| #1 all_reduce" in side[1]
+        )
         assert "stacks | Flight Recorder, per rank:" in result.content[0].text
     finally:
         kill_tree(job.pid)

@@ -55,12 +55,27 @@ def entry():
 
 
 def healthy():
-    return {"model": Net(), "batch": _batch(), "loss_fn": _mse, "wrap_model": _ddp(find_unused_parameters=True)}
+    return {
+        "model": Net(),
+        "batch": _batch(),
+        "loss_fn": _mse,
+        "wrap_model": _ddp(find_unused_parameters=True),
+    }
 
 
 def static_changes():
-    return {"model": Net(branch_from_step=2), "batch": _batch(), "loss_fn": _mse, "wrap_model": _ddp(static_graph=True)}
+    return {
+        "model": Net(branch_from_step=2),
+        "batch": _batch(),
+        "loss_fn": _mse,
+        "wrap_model": _ddp(static_graph=True),
+    }
 
 
 def static_healthy():
-    return {"model": Net(branch_from_step=1), "batch": _batch(), "loss_fn": _mse, "wrap_model": _ddp(static_graph=True)}
+    return {
+        "model": Net(branch_from_step=1),
+        "batch": _batch(),
+        "loss_fn": _mse,
+        "wrap_model": _ddp(static_graph=True),
+    }

@@ -21,10 +21,12 @@ def _setup(all_inside):
     def step_fn(ddp, batch):
         xb, yb = batch
         optimizer.zero_grad()
-        micro = list(zip(xb.chunk(2), yb.chunk(2)))
+        micro = list(zip(xb.chunk(2), yb.chunk(2), strict=True))
         for i, (xm, ym) in enumerate(micro):
             last = i == len(micro) - 1
-            ctx = ddp.no_sync() if (all_inside or not last) else contextlib.nullcontext()  # BUG when all_inside
+            ctx = (
+                ddp.no_sync() if (all_inside or not last) else contextlib.nullcontext()
+            )  # BUG when all_inside
             with ctx:
                 loss = nn.functional.mse_loss(ddp(xm), ym) / len(micro)
                 loss.backward()

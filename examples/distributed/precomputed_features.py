@@ -22,7 +22,11 @@ def entry(per_rank=True):
     feats, y = _features(per_rank)
     torch.manual_seed(0)
     model = nn.Linear(16, 1)
-    return {"model": model, "batch": (feats, y), "loss_fn": lambda m, b: nn.functional.mse_loss(m(b[0]), b[1])}
+    return {
+        "model": model,
+        "batch": (feats, y),
+        "loss_fn": lambda m, b: nn.functional.mse_loss(m(b[0]), b[1]),
+    }
 
 
 def healthy():

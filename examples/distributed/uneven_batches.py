@@ -25,7 +25,7 @@ def _setup(use_join):
         xb, yb = batch
         ctx = ddp.join() if use_join else contextlib.nullcontext()
         with ctx:
-            for xm, ym in zip(xb.split(micro), yb.split(micro)):
+            for xm, ym in zip(xb.split(micro), yb.split(micro), strict=True):
                 loss = nn.functional.mse_loss(ddp(xm), ym)
                 loss.backward()  # BUG without join: rank 0's third backward all-reduces alone
                 optimizer.step()

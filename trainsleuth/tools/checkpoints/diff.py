@@ -48,9 +48,12 @@ class StrictLoad(BaseModel):
     model_tensors: int
     missing: int = Field(description="model tensors the checkpoint lacks: they keep their initial values")
     unexpected: int = Field(description="checkpoint keys the model does not have: silently ignored")
-    shape_errors: list[str] = Field(default_factory=list, description="same key, other shape: raises even with strict=False")
+    shape_errors: list[str] = Field(
+        default_factory=list, description="same key, other shape: raises even with strict=False"
+    )
     as_saved: int | None = Field(
-        default=None, description="restored when the file's top-level mapping is passed as is (nested checkpoints)"
+        default=None,
+        description="restored when the file's top-level mapping is passed as is (nested checkpoints)",
     )
     message: str = ""
 
@@ -60,7 +63,9 @@ class CheckpointDiff(BaseModel):
     b: str
     kind_a: str
     kind_b: str
-    container_a: str | None = Field(default=None, description="where the weights sit in a (nested, Lightning, HF folder)")
+    container_a: str | None = Field(
+        default=None, description="where the weights sit in a (nested, Lightning, HF folder)"
+    )
     container_b: str | None = None
     strict_false: StrictLoad | None = None
     identical: bool = Field(
@@ -198,7 +203,9 @@ def _safetensors_files(path: Path) -> tuple[list[Path], str | None]:
     return [path], None
 
 
-def _safetensors_side(path: Path) -> tuple[dict[str, tuple[Path, dict[str, Any], int]], dict[str, str], str | None]:
+def _safetensors_side(
+    path: Path,
+) -> tuple[dict[str, tuple[Path, dict[str, Any], int]], dict[str, str], str | None]:
     """key -> (file, header entry, data start) over every shard; metadata; folder description."""
     files, text = _safetensors_files(path)
     entries: dict[str, tuple[Path, dict[str, Any], int]] = {}
@@ -275,12 +282,17 @@ def _safetensors_payload(a: Path, b: Path, rtol: float, atol: float) -> dict[str
 
 
 def strict_message(
-    strict: dict[str, Any], prefix_notes: list[PrefixNote], container_path: list[str], matched_all: bool = False
+    strict: dict[str, Any],
+    prefix_notes: list[PrefixNote],
+    container_path: list[str],
+    matched_all: bool = False,
 ) -> str:
     """One sentence on what load_state_dict(strict=False) would restore, and why not more."""
     target = strict.get("target") or "the model"
     into = "of the model" if target == "the model" else "of a model shaped like b"
-    source = f"checkpoint[{']['.join(repr(p) for p in container_path)}]" if container_path else "the checkpoint"
+    source = (
+        f"checkpoint[{']['.join(repr(p) for p in container_path)}]" if container_path else "the checkpoint"
+    )
     text = f"load_state_dict({source}, strict=False) would restore {strict['restored']} of {strict['model_tensors']} tensors {into}"
     if strict.get("as_saved") is not None:
         text += f" (the file's top-level mapping as saved: {strict['as_saved']})"
@@ -296,7 +308,11 @@ def strict_message(
         fixes = "; ".join(f"{p.prefix!r} on {p.side}: {p.fix}" for p in renames)
         how = "only by prefix" if matched_all else "by prefix"
         text += f". The keys differ {how}, which strict=False does not fix: {fixes}"
-    elif strict["restored"] == strict["model_tensors"] and not strict["unexpected"] and not strict.get("shape_errors"):
+    elif (
+        strict["restored"] == strict["model_tensors"]
+        and not strict["unexpected"]
+        and not strict.get("shape_errors")
+    ):
         text += ": everything"
     return text
 

@@ -19,7 +19,12 @@ from pydantic import BaseModel, Field
 
 from trainsleuth.tools.distributed import divergence as dv
 from trainsleuth.tools.distributed.errors import AnalysisError, from_runner_error
-from trainsleuth.tools.distributed.failure import RankState, failure_findings, rank_states, read_flight_recorder
+from trainsleuth.tools.distributed.failure import (
+    RankState,
+    failure_findings,
+    rank_states,
+    read_flight_recorder,
+)
 from trainsleuth.tools.distributed.flight import FlightRecorderReport
 from trainsleuth.tools.findings import Finding, is_healthy
 from trainsleuth.tools.runners.launch import RunnerError, run_runner
@@ -42,7 +47,9 @@ class Difference(BaseModel):
         description="parameter, frozen parameter, buffer, outside (state outside the model), input, gradient, "
         "single-process gradient"
     )
-    phase: str = Field(description="before_wrap, forward_entry, after_backward, after_last_step or single_process")
+    phase: str = Field(
+        description="before_wrap, forward_entry, after_backward, after_last_step or single_process"
+    )
     step: int | None = None
     rank: int | None = Field(default=None, description="the rank farthest from rank 0")
     ranks: list[int] = Field(default_factory=list, description="every rank that differs from rank 0")
@@ -53,14 +60,18 @@ class Difference(BaseModel):
 class DistributedReport(BaseModel):
     entrypoint: str
     healthy: bool
-    completed: bool = Field(default=True, description="false when the job crashed or hung before the case ended")
+    completed: bool = Field(
+        default=True, description="false when the job crashed or hung before the case ended"
+    )
     world_size: int
     backend: str | None = None
     wrapper: str | None = None
     wrappers: list[str] = Field(default_factory=list, description="every DDP / FSDP found, with its settings")
     sharding: str | None = None
     steps_taken: int = 0
-    first_divergence: str | None = Field(default=None, description="the earliest tensor seen to differ, and when")
+    first_divergence: str | None = Field(
+        default=None, description="the earliest tensor seen to differ, and when"
+    )
     losses_by_step: list[list[float]] = Field(default_factory=list, description="per step, one loss per rank")
     single_process: dict[str, Any] | None = None
     differences: list[Difference] = Field(default_factory=list)
@@ -69,10 +80,13 @@ class DistributedReport(BaseModel):
     )
     frozen_parameters: list[str] = Field(default_factory=list)
     outside_state: list[str] = Field(
-        default_factory=list, description="state compared outside the model (closures, 'state', plain attributes)"
+        default_factory=list,
+        description="state compared outside the model (closures, 'state', plain attributes)",
     )
     step_errors: dict[str, str] = Field(default_factory=dict)
-    ranks: list[RankState] = Field(default_factory=list, description="every rank, when the job crashed or hung")
+    ranks: list[RankState] = Field(
+        default_factory=list, description="every rank, when the job crashed or hung"
+    )
     flight_recorder: FlightRecorderReport | None = None
     findings: list[Finding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -114,7 +128,9 @@ class DistributedReport(BaseModel):
         if self.ranks:
             lines.append("ranks (stacks and Flight Recorder side by side):")
             for s in self.ranks:
-                where = f"waits in {s.collective} at {s.where}" if s.collective else f"in {s.where or s.phase}"
+                where = (
+                    f"waits in {s.collective} at {s.where}" if s.collective else f"in {s.where or s.phase}"
+                )
                 lines.append(
                     f"  rank {s.rank}: {s.status}{' (' + s.exit + ')' if s.exit else ''}, step {s.step}, {where} "
                     f"[{s.stack_source or 'no stack'}] | Flight Recorder: {s.flight_recorder or 'no record'}"
@@ -213,7 +229,11 @@ def build_reports(payload: dict[str, Any], entrypoints: list[str], out: Path) ->
                     ),
                     "check_distributed",
                 )
-            reports.append(_not_checked(spec, world, f"the entrypoint is not usable ({err.get('kind')}): {err.get('message')}"))
+            reports.append(
+                _not_checked(
+                    spec, world, f"the entrypoint is not usable ({err.get('kind')}): {err.get('message')}"
+                )
+            )
         elif summary is not None and summary.get("status") != "running":
             reports.append(case_report(summary, spec, world))
         elif event is not None and not failure_reported:
@@ -222,7 +242,9 @@ def build_reports(payload: dict[str, Any], entrypoints: list[str], out: Path) ->
         elif i == 0:
             raise _no_report(payload)
         else:
-            reports.append(_not_checked(spec, world, "not checked: the job ended during an earlier entrypoint"))
+            reports.append(
+                _not_checked(spec, world, "not checked: the job ended during an earlier entrypoint")
+            )
     for r in reports:
         r.duration_s = float(payload.get("duration_s") or 0.0)
         r.notes.extend(payload.get("notes") or [])
@@ -236,8 +258,10 @@ def _not_checked(spec: str, world: int, note: str) -> DistributedReport:
 def _failed_case(
     payload: dict[str, Any], summary: dict[str, Any], spec: str, world: int, out: Path
 ) -> DistributedReport:
-    report = case_report(summary, spec, world) if summary else DistributedReport(
-        entrypoint=spec, healthy=False, world_size=world
+    report = (
+        case_report(summary, spec, world)
+        if summary
+        else DistributedReport(entrypoint=spec, healthy=False, world_size=world)
     )
     fr, fr_note = read_flight_recorder(out, world)
     states = rank_states(payload, out, fr)
@@ -257,8 +281,10 @@ def _no_report(payload: dict[str, Any]) -> AnalysisError:
     errors = [e for e in errors if e]
     tail = "\n".join(str(r.get("log_tail", ""))[-1200:] for r in ranks)
     if "No module named 'torch'" in tail:
-        return AnalysisError("torch is not installed in the target interpreter", "install torch there or pass python=")
-    message = errors[0].get("message") if errors else "no rank wrote a report"
+        return AnalysisError(
+            "torch is not installed in the target interpreter", "install torch there or pass python="
+        )
+    message = (errors[0] or {}).get("message") if errors else "no rank wrote a report"
     return AnalysisError(
         f"check_distributed: the ranks stopped before checking anything: {message}\n{tail[-2000:]}",
         "run the entrypoint under torchrun yourself to see the full error, fix it, and retry",

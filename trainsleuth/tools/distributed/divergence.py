@@ -12,10 +12,13 @@ import re
 from typing import Any
 
 from trainsleuth.knowledge.links import failure_modes_for
-from trainsleuth.tools.findings import Finding
+from trainsleuth.tools.findings import Finding, Severity
 
 DDP_UNUSED_MARK = "Expected to have finished reduction"
-SYNCBN_CPU_MARKS = ("SyncBatchNorm layers only work with GPU modules", "SyncBatchNorm expected input tensor to be on GPU")
+SYNCBN_CPU_MARKS = (
+    "SyncBatchNorm layers only work with GPU modules",
+    "SyncBatchNorm expected input tensor to be on GPU",
+)
 STATIC_GRAPH_MARK = "graph has changed"
 PHASE_ORDER = {"before_wrap": 0, "forward_entry": 1, "after_backward": 2, "after_last_step": 3}
 KIND_ORDER = ("outside", "frozen parameter", "buffer", "input", "gradient", "parameter")
@@ -113,7 +116,11 @@ def divergence_findings(summary: dict[str, Any]) -> tuple[list[Finding], list[di
                         "do not build the same model"
                     ),
                     step=comp.get("step"),
-                    evidence={"kind": "structure", "detail": mismatch.get("detail"), "phase": comp.get("phase")},
+                    evidence={
+                        "kind": "structure",
+                        "detail": mismatch.get("detail"),
+                        "phase": comp.get("phase"),
+                    },
                     failure_modes=failure_modes_for("rank_divergence"),
                 )
             )
@@ -232,7 +239,11 @@ def _hidden_findings(summary: dict[str, Any], hidden: dict[str, str], frozen: se
     groups: dict[tuple[str, str], list[str]] = {}
     for name, how in hidden.items():
         comp, row = rows.get(name, ({}, {}))
-        kind = "buffer" if comp.get("kind") == "buffer" else ("frozen" if (row.get("frozen") or name in frozen) else "trainable")
+        kind = (
+            "buffer"
+            if comp.get("kind") == "buffer"
+            else ("frozen" if (row.get("frozen") or name in frozen) else "trainable")
+        )
         groups.setdefault((how, kind), []).append(name)
     out = []
     for (how, kind), names in sorted(groups.items()):
@@ -245,7 +256,7 @@ def _hidden_findings(summary: dict[str, Any], hidden: dict[str, str], frozen: se
             "wrapping"
         )
         if how == "mixed":
-            severity = "error"
+            severity: Severity = "error"
             message = (
                 f"{head}, and after wrapping they are a mix of every rank's values: FSDP's fully_shard does not "
                 "broadcast, each rank keeps its own shard; initialise or load identically on every rank before "
@@ -268,7 +279,7 @@ def _hidden_findings(summary: dict[str, Any], hidden: dict[str, str], frozen: se
         out.append(
             Finding(
                 code="rank_divergence",
-                severity=severity,  # type: ignore[arg-type]
+                severity=severity,
                 message=message,
                 step=0,
                 module=module,
@@ -277,7 +288,9 @@ def _hidden_findings(summary: dict[str, Any], hidden: dict[str, str], frozen: se
                     "tensors": names[:20],
                     "n_differ": len(names),
                     "differing_ranks": ranks,
-                    "after_wrapping": "equal to rank 0's values" if how == "broadcast" else "a mix of ranks' values",
+                    "after_wrapping": "equal to rank 0's values"
+                    if how == "broadcast"
+                    else "a mix of ranks' values",
                     "default_wrap": default_wrap,
                 },
                 failure_modes=failure_modes_for("rank_divergence"),
@@ -289,7 +302,9 @@ def _hidden_findings(summary: dict[str, Any], hidden: dict[str, str], frozen: se
 # ---------------------------------------------------------------------------- gradients and steps
 
 
-def unused_findings(summary: dict[str, Any], step_errors: dict[str, str]) -> tuple[list[Finding], dict[str, list[str]]]:
+def unused_findings(
+    summary: dict[str, Any], step_errors: dict[str, str]
+) -> tuple[list[Finding], dict[str, list[str]]]:
     unused_by_rank = summary.get("unused_by_rank") or []
     unused = {str(r): list(names) for r, names in enumerate(unused_by_rank) if names}
     wrappers = summary.get("wrappers") or []
@@ -310,7 +325,11 @@ def unused_findings(summary: dict[str, Any], step_errors: dict[str, str]) -> tup
                     + "; call requires_grad_(False) before wrapping the model in DDP"
                 ),
                 module=common_module(frozen_after),
-                evidence={"parameters": frozen_after[:50], "frozen_after_wrapping": True, "ddp_error": _short(ddp_error)},
+                evidence={
+                    "parameters": frozen_after[:50],
+                    "frozen_after_wrapping": True,
+                    "ddp_error": _short(ddp_error),
+                },
                 failure_modes=failure_modes_for("no_gradient"),
             )
         )
@@ -322,10 +341,10 @@ def unused_findings(summary: dict[str, Any], step_errors: dict[str, str]) -> tup
             all_names.extend(n for n in names if n not in all_names)
         same = len({tuple(v) for v in remaining.values()}) == 1 and len(remaining) == len(unused_by_rank)
         tolerant = bool(ddps) and all(w.get("find_unused_parameters") for w in ddps)
-        static = [w for w in ddps if w.get("static_graph")]
+        static_ddps = [w for w in ddps if w.get("static_graph")]
         changed = any(STATIC_GRAPH_MARK in e for e in step_errors.values())
-        if static and changed:
-            severity = "error"
+        if static_ddps and changed:
+            severity: Severity = "error"
             tail = (
                 "with static_graph=True, DDP fixes at the first iteration which parameters get gradients; these got "
                 "none in step 1 and were used later, which DDP rejects ('training graph has changed'): use the same "
@@ -337,7 +356,7 @@ def unused_findings(summary: dict[str, Any], step_errors: dict[str, str]) -> tup
                 "DDP was built with find_unused_parameters=True, so it handles them; freeze them "
                 "(requires_grad_(False)) to save the extra graph traversal"
             )
-        elif static and same:
+        elif static_ddps and same:
             severity = "info"
             tail = "DDP with static_graph=True accepts parameters that are unused in every iteration alike"
         else:
@@ -356,7 +375,7 @@ def unused_findings(summary: dict[str, Any], step_errors: dict[str, str]) -> tup
         findings.append(
             Finding(
                 code="no_gradient",
-                severity=severity,  # type: ignore[arg-type]
+                severity=severity,
                 message=(
                     f"{len(all_names)} parameter(s) with requires_grad=True get no gradient "
                     f"({', '.join(all_names[:4])}{', ...' if len(all_names) > 4 else ''}); {tail}"
@@ -403,7 +422,9 @@ def _short(text: str | None) -> str | None:
 
 def ddp_named(text: str | None) -> dict[str, list[str]]:
     """rank -> parameters DDP names as having had no gradient (TORCH_DISTRIBUTED_DEBUG=INFO or DETAIL)."""
-    return {r: [p.strip() for p in names.split(",") if p.strip()] for r, names in DDP_NAMED.findall(text or "")}
+    return {
+        r: [p.strip() for p in names.split(",") if p.strip()] for r, names in DDP_NAMED.findall(text or "")
+    }
 
 
 def no_sync_findings(summary: dict[str, Any], grads_differ: bool) -> list[Finding]:
@@ -411,7 +432,7 @@ def no_sync_findings(summary: dict[str, Any], grads_differ: bool) -> list[Findin
     out = []
     for item in summary.get("no_sync") or []:
         by_rank = item.get("by_rank") or []
-        modules = {}
+        modules: dict[str, tuple[int, int]] = {}
         for per in by_rank:
             for label, synced, unsynced in per:
                 s, u = modules.get(label, (0, 0))

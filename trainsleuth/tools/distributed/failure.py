@@ -35,12 +35,18 @@ GLOO_MISMATCH = "Is there a distributed collective mismatch"
 
 class RankState(BaseModel):
     rank: int
-    status: str = Field(description="finished, failed, crashed, hung, or stopped (by the check after another rank failed)")
+    status: str = Field(
+        description="finished, failed, crashed, hung, or stopped (by the check after another rank failed)"
+    )
     exit: str | None = Field(default=None, description="exit code or signal")
-    phase: str | None = Field(default=None, description="what the rank was doing last (its own progress mark)")
+    phase: str | None = Field(
+        default=None, description="what the rank was doing last (its own progress mark)"
+    )
     step: int | None = None
     error: str | None = None
-    collective: str | None = Field(default=None, description="torch.distributed call its main thread waits in")
+    collective: str | None = Field(
+        default=None, description="torch.distributed call its main thread waits in"
+    )
     where: str | None = Field(default=None, description="innermost frame of the user's code (or the check's)")
     stack: list[str] = Field(default_factory=list, description="main thread, innermost first")
     stack_source: str | None = Field(default=None, description="py-spy or faulthandler")
@@ -53,15 +59,18 @@ class RankState(BaseModel):
 
 def parse_faulthandler(text: str) -> list[dict[str, Any]]:
     """faulthandler's dump -> py-spy-like threads [{thread_name, frames: [{name, filename, line}]}]."""
-    threads = []
+    threads: list[dict[str, Any]] = []
     heads = list(THREAD_HEAD.finditer(text))
     for i, head in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
         block = text[head.end() : end]
         frames = [
-            {"name": m.group(3), "filename": m.group(1), "line": int(m.group(2))} for m in FRAME_LINE.finditer(block)
+            {"name": m.group(3), "filename": m.group(1), "line": int(m.group(2))}
+            for m in FRAME_LINE.finditer(block)
         ]
-        threads.append({"thread_name": head.group(2), "current": head.group(1) == "Current thread", "frames": frames})
+        threads.append(
+            {"thread_name": head.group(2), "current": head.group(1) == "Current thread", "frames": frames}
+        )
     # the main thread is the one that does not start in threading.py (the watcher thread does)
     main = next(
         (t for t in threads if t["frames"] and "threading.py" not in str(t["frames"][-1]["filename"])),
@@ -110,7 +119,9 @@ def _clean_log(log: str) -> str:
     return "\n".join(line for line in log.splitlines() if not line.startswith("Extension modules:"))
 
 
-def rank_states(payload: dict[str, Any], out: Path, fr: flight.FlightRecorderReport | None) -> list[RankState]:
+def rank_states(
+    payload: dict[str, Any], out: Path, fr: flight.FlightRecorderReport | None
+) -> list[RankState]:
     event = payload.get("event")
     states = []
     for entry in payload.get("ranks") or []:
@@ -156,12 +167,15 @@ def rank_states(payload: dict[str, Any], out: Path, fr: flight.FlightRecorderRep
 def parse_traceback(text: str) -> list[dict[str, Any]]:
     """A Python traceback (outermost first) as one py-spy-like main thread, innermost first."""
     frames = [
-        {"name": m.group(3), "filename": m.group(1), "line": int(m.group(2))} for m in TRACEBACK_LINE.finditer(text)
+        {"name": m.group(3), "filename": m.group(1), "line": int(m.group(2))}
+        for m in TRACEBACK_LINE.finditer(text)
     ]
     return [{"thread_name": "MainThread", "frames": frames[::-1]}] if frames else []
 
 
-def _threads_for(rank: int, entry: dict[str, Any], out: Path, log: str) -> tuple[list[dict[str, Any]], str | None]:
+def _threads_for(
+    rank: int, entry: dict[str, Any], out: Path, log: str
+) -> tuple[list[dict[str, Any]], str | None]:
     error = (entry.get("report") or {}).get("error") or {}
     if error.get("traceback"):
         threads = parse_traceback(str(error["traceback"]))
@@ -228,10 +242,17 @@ def failure_findings(
         first = next((s for s in states if s.rank == payload.get("first_failed")), None)
         if first is not None:
             gloo = any(GLOO_MISMATCH in (s.log_tail + (s.error or "")) for s in states)
-            where = f" in {first.collective} at {first.where}" if first.collective else (f" in {first.where}" if first.where else "")
-            step = f" during step {first.step}" if first.step else (f" ({first.phase})" if first.phase else "")
+            where = (
+                f" in {first.collective} at {first.where}"
+                if first.collective
+                else (f" in {first.where}" if first.where else "")
+            )
+            step = (
+                f" during step {first.step}" if first.step else (f" ({first.phase})" if first.phase else "")
+            )
             message = (
-                f"rank {first.rank} {'died with ' + first.exit if first.status == 'crashed' else 'failed'}{step}{where}"
+                f"rank {first.rank} {'died with ' + (first.exit or '?') if first.status == 'crashed' else 'failed'}"
+                f"{step}{where}"
                 + (f": {first.error[:300]}" if first.error else "")
                 + (
                     "; gloo reports that the data received does not match the size expected: the ranks called "
@@ -271,7 +292,8 @@ def failure_findings(
             Finding(
                 code="job_hung",
                 severity="error",
-                message=f"{reason}, so the check stopped the job: " + "; ".join(_who(s) for s in hung or states),
+                message=f"{reason}, so the check stopped the job: "
+                + "; ".join(_who(s) for s in hung or states),
                 step=max((s.step for s in states if s.step), default=None),
                 evidence={"by_rank": by_rank, "hang_s": payload.get("hang_s"), "event": event},
                 failure_modes=failure_modes_for("job_hung"),
@@ -287,7 +309,9 @@ def failure_findings(
                 Finding(
                     code="collective_mismatch",
                     severity="error",
-                    message="stacks: " + "; ".join(_who(s) for s in states) + " (make every rank call the same collectives in the same order)",
+                    message="stacks: "
+                    + "; ".join(_who(s) for s in states)
+                    + " (make every rank call the same collectives in the same order)",
                     evidence={"source": "stacks", "by_rank": by_rank},
                     failure_modes=failure_modes_for("collective_mismatch"),
                 )

@@ -52,7 +52,9 @@ class FRCall(BaseModel):
 
 
 class FRProblem(BaseModel):
-    kind: str = Field(description="missing_ranks, type_mismatch, size_mismatch, dtype_mismatch or not_completed")
+    kind: str = Field(
+        description="missing_ranks, type_mismatch, size_mismatch, dtype_mismatch or not_completed"
+    )
     group: str
     seq: int = Field(description="the collective's sequence number in its process group")
     op: str
@@ -71,7 +73,9 @@ class FlightRecorderReport(BaseModel):
     groups: list[str] = Field(default_factory=list)
     matched: int = Field(default=0, description="collectives every member entered alike")
     problem: FRProblem | None = None
-    last_by_rank: dict[str, str] = Field(default_factory=dict, description="rank -> its last recorded collective")
+    last_by_rank: dict[str, str] = Field(
+        default_factory=dict, description="rank -> its last recorded collective"
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -80,7 +84,9 @@ class FlightRecorderReport(BaseModel):
 
 class _NoGlobals(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refusing {module}.{name}: a Flight Recorder dump holds only containers")
+        raise pickle.UnpicklingError(
+            f"refusing {module}.{name}: a Flight Recorder dump holds only containers"
+        )
 
 
 def load_dump(path: Path) -> dict[str, Any]:
@@ -204,10 +210,14 @@ def _call(rank: int, entry: dict[str, Any], dump: dict[str, Any]) -> FRCall:
 def _describe(entry: dict[str, Any], dump: dict[str, Any]) -> str:
     c = _call(-1, entry, dump)
     site = f" at {c.call_site}" if c.call_site else ""
-    return f"#{entry.get('collective_seq_id')} {c.op} {c.input_sizes} ({c.state}) in {_group_label(entry)}{site}"
+    return (
+        f"#{entry.get('collective_seq_id')} {c.op} {c.input_sizes} ({c.state}) in {_group_label(entry)}{site}"
+    )
 
 
-def _members(label: str, pg_name: str, dumps: dict[int, dict[str, Any]], recorded: set[int], world: int | None) -> tuple[set[int], str | None]:
+def _members(
+    label: str, pg_name: str, dumps: dict[int, dict[str, Any]], recorded: set[int], world: int | None
+) -> tuple[set[int], str | None]:
     for dump in dumps.values():
         cfg = (dump.get("pg_config") or {}).get(pg_name)
         if isinstance(cfg, dict):
@@ -220,7 +230,9 @@ def _members(label: str, pg_name: str, dumps: dict[int, dict[str, Any]], recorde
     if label in ("default_pg", CHECK_GROUP):
         size = world or (max(dumps) + 1 if dumps else 0)
         return set(range(size)), None
-    return set(recorded), f"members of {label} are not listed in the dumps; taken as the ranks that recorded it"
+    return set(
+        recorded
+    ), f"members of {label} are not listed in the dumps; taken as the ranks that recorded it"
 
 
 def _sizes_differ(op: str, a: FRCall, b: FRCall) -> bool:
@@ -244,7 +256,9 @@ def analyse(dumps: dict[int, dict[str, Any]], world_size: int | None = None) -> 
         for entry in dump.get("entries") or []:
             if not isinstance(entry, dict):
                 continue
-            if last.get(rank) is None or int(entry.get("record_id") or 0) >= int(last[rank].get("record_id") or 0):
+            if last.get(rank) is None or int(entry.get("record_id") or 0) >= int(
+                last[rank].get("record_id") or 0
+            ):
                 last[rank] = entry
             if entry.get("is_p2p"):
                 p2p += 1
@@ -332,7 +346,9 @@ def _problem(
         )
     ops = {c.op for c in entered}
     if len(ops) > 1:
-        parts = ", ".join(f"rank {c.rank} calls {c.op}" + (f" at {c.call_site}" if c.call_site else "") for c in entered)
+        parts = ", ".join(
+            f"rank {c.rank} calls {c.op}" + (f" at {c.call_site}" if c.call_site else "") for c in entered
+        )
         return FRProblem(
             kind="type_mismatch",
             group=label,

@@ -413,7 +413,9 @@ def dump_stacks(
     if not pids and not pattern:
         assert fr is not None
         report = StacksReport(processes=[], groups=[], samples=0, interval_s=interval_s, flight_recorder=fr)
-        report.side_by_side = [f"rank {r}: no stack (no live process given) | {text}" for r, text in fr.last_by_rank.items()]
+        report.side_by_side = [
+            f"rank {r}: no stack (no live process given) | {text}" for r, text in fr.last_by_rank.items()
+        ]
         found = flight.finding(fr)
         report.findings = [found] if found else []
         return report

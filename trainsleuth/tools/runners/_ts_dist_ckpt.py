@@ -290,7 +290,11 @@ def describe_container(top_keys, path, other):
         kind = "flat state dict"
     where = f"weights at [{']['.join(repr(p) for p in path)}]" if path else "weights at the top level"
     extra = ", ".join(f"{k}: {v}" for k, v in list(other.items())[:8])
-    return {"kind": kind, "path": list(path), "text": f"{kind}, {where}" + (f"; also {extra}" if extra else "")}
+    return {
+        "kind": kind,
+        "path": list(path),
+        "text": f"{kind}, {where}" + (f"; also {extra}" if extra else ""),
+    }
 
 
 def pick_state_dict(candidates, reference_keys=None):
@@ -311,7 +315,7 @@ def pick_state_dict(candidates, reference_keys=None):
         return STATE_DICT_NAMES.index(last) if last in STATE_DICT_NAMES else len(STATE_DICT_NAMES)
 
     if reference_keys:
-        ref = {k: ([], "") for k in reference_keys}
+        ref: dict = {k: ([], "") for k in reference_keys}
         scored = []
         for path, keys in usable:
             pairs = len(match_keys({k: ([], "") for k in keys}, ref)["pairs"])
@@ -372,14 +376,22 @@ def hf_weight_files(folder):
                     weight_map = json.load(fh)["weight_map"]
                 files = sorted(set(weight_map.values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                raise CheckpointError("unsupported_format", f"{folder}/{index} is not a valid shard index") from None
+                raise CheckpointError(
+                    "unsupported_format", f"{folder}/{index} is not a valid shard index"
+                ) from None
             missing = [f for f in files if f not in names]
             if missing:
                 raise CheckpointError(
-                    "unsupported_format", f"{folder}/{index} names shard files that are missing: {missing[:5]}"
+                    "unsupported_format",
+                    f"{folder}/{index} names shard files that are missing: {missing[:5]}",
                 )
             return [os.path.join(folder, f) for f in files], _hf_text(len(files), model_type)
-    for single in ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin"):
+    for single in (
+        "model.safetensors",
+        "pytorch_model.bin",
+        "adapter_model.safetensors",
+        "adapter_model.bin",
+    ):
         if single in names:
             return [os.path.join(folder, single)], _hf_text(1, model_type)
     loose = sorted(n for n in names if n.endswith((".safetensors", ".bin", ".pt", ".pth")))

@@ -165,7 +165,7 @@ def first_meta_difference(a, b):
         only_a = [x for x in names_a if x not in set(names_b)]
         only_b = [x for x in names_b if x not in set(names_a)]
         return {"names_only_on_rank0": only_a[:20], "names_only_on_other": only_b[:20]}
-    for ma, mb in zip(a, b):
+    for ma, mb in zip(a, b, strict=True):
         if ma != mb:
             return {"name": ma[0], "rank0": [list(ma[1]), ma[2]], "other": [list(mb[1]), mb[2]]}
     return {}
@@ -195,7 +195,7 @@ def _tensor_leaves(obj, prefix, out, torch, depth=0):
 
 def batch_tensors(batches, torch, limit=8):
     """The entrypoint's global batches (before sharding): every rank must have built the same."""
-    out = []
+    out: list = []
     for i, b in enumerate(batches[:limit]):
         _tensor_leaves(b, f"batches[{i}]", out, torch)
     return out
@@ -203,14 +203,14 @@ def batch_tensors(batches, torch, limit=8):
 
 def _function_refs(fn):
     """(name, object) pairs a function can reach: closure cells, defaults, and globals it names."""
-    refs = []
+    refs: list = []
     code = getattr(fn, "__code__", None)
-    if code is None:
-        fn = getattr(fn, "__func__", None) or getattr(type(fn), "__call__", None)
+    if code is None:  # a bound method, or an object with __call__
+        fn = getattr(fn, "__func__", None) or (type(fn).__call__ if callable(fn) else None)
         code = getattr(fn, "__code__", None)
         if code is None:
             return refs
-    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
         try:
             refs.append((name, cell.cell_contents))
         except ValueError:
@@ -378,9 +378,9 @@ def install_ddp_recorders(torch):
             counts[0 if self.require_backward_grad_sync else 1] += 1
         return forward(self, *args, **kwargs)
 
-    DDP.__init__ = recording_init
-    DDP.forward = recording_forward
-    DDP._ts_recorded = True
+    DDP.__init__ = recording_init  # type: ignore[method-assign]
+    DDP.forward = recording_forward  # type: ignore[method-assign]
+    DDP._ts_recorded = True  # type: ignore[attr-defined]
 
 
 def ddp_forward_counts(wrapped, model):

@@ -105,9 +105,7 @@ def py_spy_dumps(py_spy, procs, out):
         with open(os.path.join(out, f"rank{rank}.pyspy.json"), "w", encoding="utf-8") as fh:
             json.dump(body, fh)
 
-    threads = [
-        threading.Thread(target=one, args=(r, p.pid)) for r, p in enumerate(procs) if p.poll() is None
-    ]
+    threads = [threading.Thread(target=one, args=(r, p.pid)) for r, p in enumerate(procs) if p.poll() is None]
     for t in threads:
         t.start()
     for t in threads:
@@ -172,10 +170,12 @@ def launch(args, worker_script):
                 "MASTER_PORT": str(port),
             }
         )
-        log = open(os.path.join(out, f"rank{rank}.log"), "wb")
+        log = open(os.path.join(out, f"rank{rank}.log"), "wb")  # noqa: SIM115 (closed after the job)
         logs.append(log)
         procs.append(
-            subprocess.Popen(worker_argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            subprocess.Popen(
+                worker_argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
         )
     event = None
     first_failed = None
@@ -198,7 +198,9 @@ def launch(args, worker_script):
                 if prog.get("seq") != last_seq[r]:
                     last_seq[r] = prog.get("seq")
                     last_change = now
-            waiting = any(ph is None or ph in WAITING_PHASES for ph, c in zip(phases, codes) if c is None)
+            waiting = any(
+                ph is None or ph in WAITING_PHASES for ph, c in zip(phases, codes, strict=True) if c is None
+            )
             if waiting:
                 last_change = now
             if now - last_change > args.hang_s:

@@ -68,7 +68,7 @@ class Beacon:
             try:
                 import torch
 
-                data = torch._C._distributed_c10d._dump_fr_trace()
+                data = torch._C._distributed_c10d._dump_fr_trace()  # type: ignore[attr-defined]
                 path = os.path.join(self.out, "fr", f"rank{self.rank}")
                 with open(path + ".tmp", "wb") as fh:
                     fh.write(data)
@@ -243,7 +243,7 @@ def run_case(env, args, beacon, index, spec, summary, cases):
     loss_fn = contract.get("loss_fn")
     step_fn = contract.get("step_fn")
     wrap = contract.get("wrap_model")
-    comparisons = []
+    comparisons: list = []
     summary["comparisons"] = comparisons
 
     # ---- before any wrapping: the model, state derived outside it, and the global batch
@@ -259,9 +259,13 @@ def run_case(env, args, beacon, index, spec, summary, cases):
         ]
         if outside_named:
             before.append(checker.compare(outside_named, "before_wrap", 0, "outside"))
-        before.append(checker.compare(cmp.batch_tensors(contract["batches"], torch), "before_wrap", 0, "input"))
+        before.append(
+            checker.compare(cmp.batch_tensors(contract["batches"], torch), "before_wrap", 0, "input")
+        )
     differing_before = checker.gather_object(
-        sorted({row["name"] for c in before for row in c.get("rows", []) if c["kind"] in ("parameter", "buffer")})
+        sorted(
+            {row["name"] for c in before for row in c.get("rows", []) if c["kind"] in ("parameter", "buffer")}
+        )
         if rank == 0
         else None
     )[0]
@@ -347,7 +351,11 @@ def run_case(env, args, beacon, index, spec, summary, cases):
             if bufs:
                 comparisons.append(
                     checker.compare(
-                        bufs, "forward_entry", step, "buffer", keep=keep_ref if step == 1 and ref_model else None
+                        bufs,
+                        "forward_entry",
+                        step,
+                        "buffer",
+                        keep=keep_ref if step == 1 and ref_model else None,
                     )
                 )
             if outside_named:
@@ -369,7 +377,7 @@ def run_case(env, args, beacon, index, spec, summary, cases):
         handles.append(inner.register_forward_pre_hook(pre_forward, prepend=True))
     losses = []
     unused_by_rank = None
-    grads_step1 = None
+    grads_step1: dict | None = None
     no_sync = []
     try:
         for step in range(1, args.steps + 1):
@@ -448,7 +456,9 @@ def run_case(env, args, beacon, index, spec, summary, cases):
             h.remove()
     beacon.mark("compare_final", index)
     with torch.no_grad():
-        comparisons.append(checker.compare(cmp.named_params(model), "after_last_step", len(losses), "parameter"))
+        comparisons.append(
+            checker.compare(cmp.named_params(model), "after_last_step", len(losses), "parameter")
+        )
         if outside_named:
             comparisons.append(checker.compare(outside_named, "after_last_step", len(losses), "outside"))
     summary["wrappers"] = cmp.describe_wrappers(wrapped, model)
@@ -477,7 +487,7 @@ def single_process(torch, ref_model, ref_values, shards, loss_fn, grads_multi, l
                 t.copy_(value.to(t.dtype))
     world = len(shards)
     per_shard = []
-    grads = {}
+    grads: dict = {}
     for i, shard in enumerate(shards):
         # a fresh copy per shard, as each rank started from the same state (stateful forwards, BN statistics)
         replica = copy.deepcopy(ref_model)
@@ -494,11 +504,16 @@ def single_process(torch, ref_model, ref_values, shards, loss_fn, grads_multi, l
     multi_loss = sum(losses_step1) / world
     loss_rel = abs(multi_loss - total) / max(abs(total), 1e-12)
     loss_rows = []
-    for r, (mine, ref) in enumerate(zip(losses_step1, per_shard)):
+    for r, (mine, ref) in enumerate(zip(losses_step1, per_shard, strict=True)):
         rel = abs(mine - ref) / max(abs(ref), 1e-12)
         if rel > rtol:
             loss_rows.append(
-                {"rank": r, "loss": common.jsonable(mine), "replay": common.jsonable(ref), "rel_diff": common.jsonable(rel)}
+                {
+                    "rank": r,
+                    "loss": common.jsonable(mine),
+                    "replay": common.jsonable(ref),
+                    "rel_diff": common.jsonable(rel),
+                }
             )
     rows = []
     compared = 0

@@ -107,7 +107,8 @@ def tensor_candidates(obj, torch, path=(), depth=0, out=None):
     if out is None:
         out = []
     if isinstance(obj, dict) and obj:
-        tensors, others = {}, {}
+        tensors: dict = {}
+        others: dict = {}
         flatten(obj, "", tensors, others, torch)
         str_keys = all(isinstance(k, str) for k in obj)
         if tensors and str_keys and len(tensors) >= len(others):
@@ -133,7 +134,8 @@ def summarise_rest(obj, path, torch):
     for k, v in obj.items():
         if str(k) == path[0]:
             continue
-        tensors, others = {}, {}
+        tensors: dict = {}
+        others: dict = {}
         flatten(v, "", tensors, others, torch)
         if tensors:
             rest[str(k)] = f"{len(tensors)} tensors"
@@ -170,7 +172,8 @@ def weights_of(side, torch, reference_keys=None):
     """Locate the state dict inside the side's object, flatten it, and describe the rest."""
     obj = side["obj"]
     path = ck.pick_state_dict(tensor_candidates(obj, torch), reference_keys)
-    tensors, others = {}, dict(side.get("others") or {})
+    tensors: dict = {}
+    others = dict(side.get("others") or {})
     flatten(subtree(obj, path) if path else obj, "", tensors, others, torch)
     rest = summarise_rest(obj, path, torch)
     others.update(rest)
@@ -184,7 +187,13 @@ def weights_of(side, torch, reference_keys=None):
             str(k): (list(v.shape), _dtype_name(v)) if isinstance(v, torch.Tensor) else ([], type(v).__name__)
             for k, v in obj.items()
         }
-    return {"kind": side["kind"], "tensors": tensors, "others": others, "container": container, "top_level": top_level}
+    return {
+        "kind": side["kind"],
+        "tensors": tensors,
+        "others": others,
+        "container": container,
+        "top_level": top_level,
+    }
 
 
 def value_diffs(pairs, ta, tb, rtol, atol, torch):
