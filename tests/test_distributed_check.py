@@ -51,7 +51,47 @@ PATTERNS = [
     "fsdp2_load.py:healthy",
     "uneven_batches.py:healthy",
     "collective_sizes.py:healthy",
+    # the agent benchmark's distributed case (written for the benchmark, not for this tool), as an
+    # assistant would write its entrypoint: the repository's own model, seeded as its train.py seeds it
+    ".trainsleuth/scratch/agent_case.py:entry",
+    ".trainsleuth/scratch/agent_case.py:fixed",
 ]
+
+AGENT_CASE_ENTRY = """
+import os
+
+import torch
+from torch import nn
+
+from data import global_batch
+from model import SignalClassifier
+
+
+def _wrap_head(model):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model.head = DDP(model.head)  # train.py: head = DDP(model.head)
+    return model
+
+
+def _build(seed):
+    torch.manual_seed(seed)
+    x, y = global_batch(1)
+    return {
+        "model": SignalClassifier(),
+        "batch": (x, y),
+        "loss_fn": lambda m, b: nn.functional.cross_entropy(m(b[0]), b[1]),
+        "wrap_model": _wrap_head,
+    }
+
+
+def entry():
+    return _build(0 + int(os.environ.get("RANK", "0")))  # train.py: torch.manual_seed(args.seed + rank)
+
+
+def fixed():
+    return _build(0)
+"""
 
 
 def _workspace_with_examples(workspace: Path) -> Path:
@@ -66,14 +106,20 @@ def _errors(report: DistributedReport, code: str | None = None) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def patterns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, DistributedReport]:
-    ws = _workspace_with_examples(tmp_path_factory.mktemp("ws"))
+    from benchmarks.agent.build import build_case
+
+    ws = build_case("ddp_frozen_features", tmp_path_factory.mktemp("ws"))
+    scratch = ws / ".trainsleuth" / "scratch"
+    scratch.mkdir(parents=True)
+    (scratch / "agent_case.py").write_text(AGENT_CASE_ENTRY)
+    ws = _workspace_with_examples(ws)
     reports = check_many(PATTERNS, python=Path(sys.executable), cwd=ws, timeout_s=400, hang_s=120)
     return {r.entrypoint: r for r in reports}
 
 
 def test_every_healthy_twin_is_clean(patterns: dict[str, DistributedReport]) -> None:
-    healthy = [p for p in PATTERNS if p.endswith(("healthy", "healthy_ddp.py:entry"))]
-    assert len(healthy) == 15
+    healthy = [p for p in PATTERNS if p.endswith(("healthy", "healthy_ddp.py:entry", "agent_case.py:fixed"))]
+    assert len(healthy) == 16
     for spec in healthy:
         report = patterns[spec]
         assert report.completed and report.steps_taken == 2, spec
@@ -98,6 +144,7 @@ def test_frozen_encoder_outside_ddp_is_named_with_ranks_and_first_step(
     assert not report.healthy and report.completed
     [frozen] = [f for f in report.findings if f.evidence.get("kind") == "frozen parameter"]
     assert frozen.module == "encoder.0" and frozen.step == 0
+    assert "encoder is outside DDP (only head is wrapped)" in frozen.message
     assert frozen.evidence["phase"] == "before_wrap" and frozen.evidence["differing_ranks"] == [1]
     assert frozen.evidence["n_differ"] == 2
     assert report.first_divergence == "frozen parameter encoder.0.weight on rank(s) [1], before wrapping"
@@ -111,6 +158,15 @@ def test_frozen_encoder_outside_ddp_is_named_with_ranks_and_first_step(
     assert outside.evidence["tensor"] == "encoder.0.weight" and outside.evidence["differing_ranks"] == [1]
     assert "outside the wrapped model" in outside.message
     assert patterns["frozen_encoder.py:closure_healthy"].outside_state == ["encoder"]
+
+
+def test_the_agent_benchmark_distributed_case_is_found(patterns: dict[str, DistributedReport]) -> None:
+    report = patterns[".trainsleuth/scratch/agent_case.py:entry"]
+    assert report.first_divergence == "buffer features.w on rank(s) [1], before wrapping"
+    [buffers] = [f for f in report.findings if f.evidence.get("kind") == "buffer"]
+    assert buffers.module == "features" and buffers.step == 0 and buffers.evidence["differing_ranks"] == [1]
+    assert "features is outside DDP (only head is wrapped)" in buffers.message
+    assert any(f.metric == "loss" for f in report.findings)
 
 
 def test_a_difference_hidden_by_ddp_construction_broadcast_is_still_reported(

@@ -74,8 +74,9 @@ WHY = {
         "pretrained weights (or seed) identically on every rank, before wrapping"
     ),
     "buffer": (
-        "buffers (BatchNorm running statistics) are not synchronised: DDP with broadcast_buffers=False, a "
-        "submodule outside DDP, or FSDP; broadcast buffers or use SyncBatchNorm (GPU), or evaluation differs per rank"
+        "buffers are synchronised only by DDP's broadcast_buffers, for modules inside DDP: BatchNorm statistics "
+        "with broadcast_buffers=False, buffers drawn at construction in a module outside DDP, or FSDP keep "
+        "per-rank values; build them identically on every rank, broadcast them, or use SyncBatchNorm (GPU)"
     ),
     "gradient": (
         "gradients were not all-reduced alike (a parameter without gradient keeps DDP's bucket from being reduced, "
@@ -165,11 +166,12 @@ def divergence_findings(summary: dict[str, Any]) -> tuple[list[Finding], list[di
         ranks = sorted(ranks_by_kind[kind])
         others = [n for n in names if n != name]
         more = f" (and {len(others)} more{' in ' + module if module else ''})" if others else ""
+        uncovered = _outside_ddp(name, summary) if kind in ("frozen parameter", "buffer", "parameter") else None
         message = (
             f"{label} {name}{more} differs on "
             f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} from rank 0, first "
             f"{when(comp.get('phase', ''), comp.get('step'))} (max |Δ| {row.get('max_abs_diff')}, relative "
-            f"{row.get('rel_diff')}); {WHY[kind]}"
+            f"{row.get('rel_diff')}); {uncovered + '; ' if uncovered else ''}{WHY[kind]}"
         )
         findings.append(
             Finding(
@@ -203,6 +205,21 @@ def divergence_findings(summary: dict[str, Any]) -> tuple[list[Finding], list[di
             f"{when(comp.get('phase', ''), comp.get('step'))}"
         )
     return findings, differences, first
+
+
+def _outside_ddp(name: str, summary: dict[str, Any]) -> str | None:
+    """'features is outside DDP (only head is wrapped)' when DDP wraps submodules only and not this one."""
+    wrappers = summary.get("wrappers") or []
+    ddp = [str(w.get("module")) for w in wrappers if w.get("kind") == "DDP"]
+    if not ddp or "<model>" in ddp or any(w.get("kind") != "DDP" for w in wrappers):
+        return None
+    if any(name == m or name.startswith(m + ".") for m in ddp):
+        return None
+    owner = name.split(".")[0]
+    return (
+        f"{owner} is outside DDP (only {', '.join(ddp)} {'is' if len(ddp) == 1 else 'are'} wrapped), so nothing "
+        "ever synchronises it across ranks"
+    )
 
 
 def _hidden_by_wrap(summary: dict[str, Any]) -> dict[str, str]:
