@@ -166,7 +166,9 @@ def divergence_findings(summary: dict[str, Any]) -> tuple[list[Finding], list[di
         ranks = sorted(ranks_by_kind[kind])
         others = [n for n in names if n != name]
         more = f" (and {len(others)} more{' in ' + module if module else ''})" if others else ""
-        uncovered = _outside_ddp(name, summary) if kind in ("frozen parameter", "buffer", "parameter") else None
+        uncovered = (
+            _outside_ddp(name, summary) if kind in ("frozen parameter", "buffer", "parameter") else None
+        )
         message = (
             f"{label} {name}{more} differs on "
             f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} from rank 0, first "
