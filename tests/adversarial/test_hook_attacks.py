@@ -201,7 +201,7 @@ def test_unreadable_or_tampered_state_closes_the_gate(tmp_path: Path) -> None:
         "claude-code", claude_event(ws, "Write", {"file_path": str(ws / "train.py"), "content": "x"})
     )
     assert claude_verdict(outcome.stdout, outcome.exit_code) == "deny"
-    assert "cannot be read" in outcome.stdout or "cannot read" in outcome.stdout
+    assert any(why in outcome.stdout for why in ("cannot be read", "cannot read", "seal"))
     db.write_bytes(b"not sqlite" * 200)
     proc = run_hook_process("claude-code", claude_event(ws, "Bash", {"command": "sed -i s/a/b/ train.py"}))
     assert claude_verdict(proc.stdout, proc.returncode) == "deny"
