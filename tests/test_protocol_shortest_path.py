@@ -54,7 +54,10 @@ async def test_results_become_evidence_and_a_bisect_with_a_finding_settles_it(tm
         out = await d.ok(
             "submit_diagnosis", d.diagnosis(iid, "E2", evidence_ids=["E2", "e1"])
         )  # ids are not case-sensitive
-        assert out["diagnosis"]["settled_by"] == ["e2", "e1"] and out["diagnosis"]["evidence_ids"] == ["e2", "e1"]
+        assert out["diagnosis"]["settled_by"] == ["e2", "e1"] and out["diagnosis"]["evidence_ids"] == [
+            "e2",
+            "e1",
+        ]
         await d.approve(iid)
         await d.ok("begin_fix", {"investigation_id": iid, "description": "lr back to 1"})
         (ws / "train.py").write_text("lr = 1\n")
@@ -72,7 +75,9 @@ async def test_a_finding_alone_does_not_skip_the_hypotheses(tmp_path: Path) -> N
             "investigation_id"
         ]
         log = await d.ok("analyze_training_log", {"path": "train.log"})
-        await d.refused("submit_diagnosis", d.diagnosis(iid, log["evidence_id"]), "confirmed hypothesis", "bisect")
+        await d.refused(
+            "submit_diagnosis", d.diagnosis(iid, log["evidence_id"]), "confirmed hypothesis", "bisect"
+        )
         # Two open investigations: a result is not attached to either by guesswork.
         await d.ok("start_investigation", {"symptom": "eval accuracy stuck at chance"})
         again = await c.call_tool("analyze_training_log", {"path": "train.log"})
@@ -119,12 +124,20 @@ async def test_a_last_good_version_is_a_change_to_blame(tmp_path: Path) -> None:
         d = Driver(c)
         out = await d.ok(
             "start_investigation",
-            {"symptom": "accuracy dropped after the upgrade", "reproducible": "always", "last_good": "v1.4.2"},
+            {
+                "symptom": "accuracy dropped after the upgrade",
+                "reproducible": "always",
+                "last_good": "v1.4.2",
+            },
         )
         assert out["pathway"] == "quick" and "v1.4.2" in out["pathway_reason"]
         out = await d.ok(
             "start_investigation",
-            {"symptom": "eval loss doubled", "reproducible": "always", "started_when": "since commit 3f2a9c1"},
+            {
+                "symptom": "eval loss doubled",
+                "reproducible": "always",
+                "started_when": "since commit 3f2a9c1",
+            },
         )
         assert out["pathway"] == "quick"
         out = await d.ok("start_investigation", {"symptom": "grad norm explodes", "reproducible": "always"})

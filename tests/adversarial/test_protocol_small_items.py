@@ -130,7 +130,10 @@ async def test_bad_arguments_are_not_reported_as_trainsleuth_bugs(tmp_path: Path
         bad = [
             ("submit_diagnosis", d.diagnosis(iid, ev, proposed_fix={"files": ["train.py"]})),
             ("submit_diagnosis", d.diagnosis(iid, ev, confidence=7)),
-            ("record_review", {"investigation_id": iid, "verdict": "MAYBE", "reviewer": "r", "reasoning": "x"}),
+            (
+                "record_review",
+                {"investigation_id": iid, "verdict": "MAYBE", "reviewer": "r", "reasoning": "x"},
+            ),
             ("propose_hypotheses", {"investigation_id": iid, "hypotheses": [{"statement": "s"}] * 3}),
         ]
         for tool, args in bad:

@@ -44,9 +44,13 @@ async def test_editing_the_state_with_sqlite_closes_everything(tmp_path: Path) -
     async with stdio_session(ws) as d:
         text = await d.refused("get_investigation", {"investigation_id": iid}, "altered outside trainsleuth")
         assert "trainsleuth state accept" in text
-        await d.refused("begin_fix", {"investigation_id": iid, "description": "x"}, "altered outside trainsleuth")
+        await d.refused(
+            "begin_fix", {"investigation_id": iid, "description": "x"}, "altered outside trainsleuth"
+        )
     # The assistant cannot accept it from its shell; the person can, in their terminal.
-    proc = subprocess.run([TRAINSLEUTH, "state", "accept", "--workspace", str(ws)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [TRAINSLEUTH, "state", "accept", "--workspace", str(ws)], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and not edit(ws)["allowed"]
     code, shown = in_a_terminal([TRAINSLEUTH, "state", "accept", "--workspace", str(ws)], "accept\n", ws)
     assert code == 0 and "Accepted and sealed" in shown
@@ -112,7 +116,8 @@ async def test_a_bisect_command_that_edits_the_state_is_detected(tmp_path: Path)
         iid = await d.start(reproducer=REPRO)
         # Attack: a bisect whose test command rewrites the state through its real path.
         r = await d.c.call_tool(
-            "bisect_commits", {"repo": str(ws), "good": "HEAD~1", "bad": "HEAD", "command": attack, "wait_s": 60}
+            "bisect_commits",
+            {"repo": str(ws), "good": "HEAD~1", "bad": "HEAD", "command": attack, "wait_s": 60},
         )
         assert r is not None
         await d.refused("get_investigation", {"investigation_id": iid}, "altered outside trainsleuth")

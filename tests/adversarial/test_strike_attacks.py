@@ -53,7 +53,9 @@ async def test_rewording_or_reopening_does_not_reset_the_strikes(tmp_path: Path)
             d.diagnosis(new["investigation_id"], ev2, root_cause="Learning rate 10 is far too high for SGD"),
             "different root cause",
         )
-        await d.refused("begin_fix", {"investigation_id": new["investigation_id"], "description": "x"}, "three")
+        await d.refused(
+            "begin_fix", {"investigation_id": new["investigation_id"], "description": "x"}, "three"
+        )
         # Attack 3: the same, described differently, with the reproducer of the first.
         other = await d.ok(
             "start_investigation", {"symptom": "training diverges to not-a-number", "reproducer": REPRO}
@@ -103,7 +105,11 @@ async def test_a_parallel_investigation_shares_strikes_and_fresh_needs_the_perso
         assert (await d.get(sid))["strikes"] == 1  # the first's strike counts for the second
         # Attack: ask to start fresh; the person is asked (here through the code they were shown) and the
         # call is refused until they agree.
-        fresh = {"symptom": "loss becomes NaN after the learning-rate change", "fresh": True, "reproducer": REPRO}
+        fresh = {
+            "symptom": "loss becomes NaN after the learning-rate change",
+            "fresh": True,
+            "reproducer": REPRO,
+        }
         await d.refused("start_investigation", fresh, "person")
         assert "start fresh" in person.seen[-1] and (first in person.seen[-1] or sid in person.seen[-1])
         out = await d.ok("start_investigation", {**fresh, "code": person.code()})

@@ -242,7 +242,10 @@ def short_id(conn: sqlite3.Connection, prefix: str) -> str:
         )
         n = conn.execute("SELECT n FROM counters WHERE name = ?", (prefix,)).fetchone()[0]
         candidate = f"{prefix}{n}"
-        if table is None or conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (candidate,)).fetchone() is None:
+        if (
+            table is None
+            or conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (candidate,)).fetchone() is None
+        ):
             return candidate
 
 
