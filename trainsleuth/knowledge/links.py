@@ -144,6 +144,19 @@ CODE_LINKS: dict[str, list[str]] = {
         "version-regression",
         "dataloader-deadlock",
     ],
+    # ----------------------------------------------------------------- compare_runs / check_resume
+    "run_divergence": [
+        "lr-schedule-misconfigured",
+        "optimizer-state-not-restored",
+        "version-regression",
+        "resume-data-position",
+        "lr-too-high",
+    ],
+    "resume_not_restored": [
+        "optimizer-state-not-restored",
+        "resume-data-position",
+        "checkpoint-key-mismatch",
+    ],
 }
 
 

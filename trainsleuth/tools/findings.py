@@ -55,6 +55,8 @@ LOG_CODES: frozenset[str] = frozenset(
 
 # Codes added beyond the spec's tables (allowed: "add new codes freely") are listed here.
 EXTRA_CODES: set[str] = set()
+# compare_runs / check_resume (issue 20)
+EXTRA_CODES |= {"run_divergence", "resume_not_restored"}
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 

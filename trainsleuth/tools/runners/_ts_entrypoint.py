@@ -12,7 +12,9 @@ import os
 import sys
 import traceback
 
-CONTRACT_KEYS = ("model", "batch", "batches", "loss_fn", "optimizer", "step_fn", "setup", "wrap_model")
+# The last six are optional keys check_resume reads (resume_runner.py); other tools ignore them.
+CONTRACT_KEYS = ("model", "batch", "batches", "loss_fn", "optimizer", "step_fn", "setup", "wrap_model",
+                 "scheduler", "scaler", "ema", "next_batch", "save", "load")  # fmt: skip
 
 
 class EntrypointError(Exception):
