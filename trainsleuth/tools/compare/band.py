@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 K_SIGMA = 3.0
-PACE_ONE = 0.3
+PACE_ONE = 0.4
 PACE_SEVERAL = 0.10
 SUSTAIN = 3
 DETERMINISTIC_REL = 1e-3
@@ -167,18 +167,44 @@ def prepare(curve: Curve) -> Reference | None:
     deterministic = curve.role in EXACT_ROLES and overall <= max(2 * res, 1e-6 * scale)
     trend = values.copy() if deterministic else rolling_median(values, _odd(n / 30, 3 if n >= 9 else 1, 51))
     if not deterministic:
-        # a quiet stretch never makes the band narrower than half the run's typical noise
-        sigma = np.maximum(sigma, 0.5 * overall)
+        # a quiet stretch never makes the band narrower than half the run's typical noise, and a
+        # sparsely logged metric is known only to about half its change between two records
+        moves = float(np.median(np.abs(np.diff(trend)))) if n > 1 else 0.0
+        sigma = np.maximum(sigma, max(0.5 * overall, 0.5 * moves))
     interval = float(np.median(np.diff(steps))) if n > 1 else 1.0
     return Reference(curve, steps, values, trend, sigma, prec, deterministic, interval)
+
+
+def _end_slopes(ref: Reference) -> tuple[float, float]:
+    """Slopes of the trend over its first and last tenth (least squares)."""
+    np = _np()
+    n = len(ref.steps)
+    k = max(3, n // 10)
+    if n < 3:
+        return 0.0, 0.0
+    head = np.polyfit(ref.steps[:k], ref.trend[:k], 1)[0]
+    tail = np.polyfit(ref.steps[-k:], ref.trend[-k:], 1)[0]
+    return float(head), float(tail)
+
+
+def _extended(ref: Reference, x: Any) -> Any:
+    """The trend at x, continued along its end slopes beyond the good run's first and last steps
+    (what it would have reached a little earlier or later)."""
+    np = _np()
+    y = np.interp(x, ref.steps, ref.trend)
+    head, tail = _end_slopes(ref)
+    before = x < ref.steps[0]
+    after = x > ref.steps[-1]
+    y = np.where(before, ref.trend[0] + head * (x - ref.steps[0]), y)
+    return np.where(after, ref.trend[-1] + tail * (x - ref.steps[-1]), y)
 
 
 def _window_extremes(ref: Reference, lo: Any, hi: Any) -> tuple[Any, Any]:
     """Minimum and maximum of the trend over [lo, hi] for every pair (interpolated at the ends)."""
     np = _np()
     steps, trend = ref.steps, ref.trend
-    a = np.interp(lo, steps, trend)
-    b = np.interp(hi, steps, trend)
+    a = _extended(ref, lo)
+    b = _extended(ref, hi)
     mn = np.minimum(a, b)
     mx = np.maximum(a, b)
     i0 = np.searchsorted(steps, lo, side="left")
@@ -197,18 +223,25 @@ def _window_extremes(ref: Reference, lo: Any, hi: Any) -> tuple[Any, Any]:
     return mn, mx
 
 
+# Expected range of k normal samples in standard deviations (control-chart constant d2): with k good
+# runs, their spread divided by d2(k) estimates the run-to-run standard deviation.
+D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078, 11: 3.173}
+
+
 def band_at(refs: list[Reference], steps: Any, bad_precision: Precision) -> tuple[Any, Any, Any, Any]:
-    """(low, high, centre, sigma) of the band at `steps` (inside the good steps' range)."""
+    """(low, high, centre, sigma) of the band at `steps` (inside the good steps' range).
+
+    One good run: its trend over +-PACE_ONE of the step, +- K step-to-step sigmas. Several: the
+    mean of their trends (over +-PACE_SEVERAL) +- K run-to-run sigmas (their spread / d2) and
+    K step-to-step sigmas."""
     np = _np()
     deterministic = all(r.deterministic for r in refs)
     pace = PACE_ONE if len(refs) == 1 else PACE_SEVERAL
-    low = np.full(len(steps), np.inf)
-    high = np.full(len(steps), -np.inf)
+    lows, highs, centres = [], [], []
     sig = np.zeros(len(steps))
-    centres = []
     for ref in refs:
         # configuration metrics are compared step for step; the rest may be a little ahead or behind
-        reach = np.zeros(len(steps)) if deterministic else np.maximum(pace * np.abs(steps), 2 * ref.interval)
+        reach = np.zeros(len(steps)) if deterministic else np.maximum(pace * np.abs(steps), ref.interval)
         mn, mx = _window_extremes(ref, steps - reach, steps + reach)
         centre = np.interp(steps, ref.steps, ref.trend)
         if deterministic:
@@ -218,15 +251,21 @@ def band_at(refs: list[Reference], steps: Any, bad_precision: Precision) -> tupl
             on_step = np.isin(steps, ref.steps)
             gap = np.where(on_step, 0.0, 0.5 * np.maximum(np.abs(nxt - centre), np.abs(prv - centre)))
             mn, mx = mn - gap, mx + gap
-        low = np.minimum(low, mn)
-        high = np.maximum(high, mx)
+        lows.append(mn)
+        highs.append(mx)
         sig = np.maximum(sig, np.interp(steps, ref.steps, ref.sigma))
         centres.append(centre)
     centre = np.mean(centres, axis=0)
+    if len(refs) == 1 or deterministic:
+        low, high, spread = np.min(lows, axis=0), np.max(highs, axis=0), 0.0
+    else:
+        low, high = np.mean(lows, axis=0), np.mean(highs, axis=0)
+        spread = (np.max(centres, axis=0) - np.min(centres, axis=0)) / D2.get(len(refs), 3.2)
     tol = np.max([r.precision.at(centre) for r in refs], axis=0) + bad_precision.at(centre)
     if deterministic:
         tol = tol + DETERMINISTIC_REL * np.abs(centre)
-    return low - K_SIGMA * sig - tol, high + K_SIGMA * sig + tol, centre, sig
+    width = K_SIGMA * (sig + spread) + tol
+    return low - width, high + width, centre, sig
 
 
 def _identical_prefix(
@@ -305,17 +344,18 @@ def compare_curve(goods: list[Curve], bad: Curve) -> MetricResult:
     result.band_low = low.tolist()
     result.band_high = high.tolist()
     first = _first_sustained(above, below, sustain)
-    if first == 0 and not result.deterministic:
-        # an offset in the first few points that then stays inside: initialisation noise
-        back = _first_run(~(above | below), 1)
-        limit = max(sustain, math.ceil(INITIAL_SHARE * n))
-        if back is not None and back <= limit:
-            later = _first_sustained(above[back:], below[back:], sustain)
+    limit = max(sustain, math.ceil(INITIAL_SHARE * n))
+    if first is not None and first < limit and not result.deterministic:
+        # an offset confined to the first few points, inside the band afterwards: initialisation noise
+        back = _first_run(~(above[first:] | below[first:]), 1)
+        if back is not None and first + back <= limit:
+            end = first + back
+            later = _first_sustained(above[end:], below[end:], sustain)
             result.note = (
-                f"differs only in its first {back} point(s) (up to step {steps[back - 1]:g}), read as "
+                f"differs only in its first {end} point(s) (up to step {steps[end - 1]:g}), read as "
                 "initialisation noise"
             )
-            first = None if later is None else back + later
+            first = None if later is None else end + later
     if first is not None and (result.first_step is None or steps[first] < result.first_step):
         result.status = "diverged"
         result.first_step = float(steps[first])
@@ -324,8 +364,10 @@ def compare_curve(goods: list[Curve], bad: Curve) -> MetricResult:
         result.bad_value = float(vals[first])
         result.band = (float(low[first]), float(high[first]))
     if result.status != "diverged":
-        if result.identical_until is not None and result.parts_at is None and common_n == n:
+        if result.identical_until is not None and result.parts_at is None:
             result.status = "identical"
+            if common_n < n:
+                result.note = f"identical at all {common_n} steps both runs logged"
         else:
             result.status = "within_noise"
     return result

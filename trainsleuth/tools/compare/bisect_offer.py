@@ -143,13 +143,13 @@ def write_reproducer(
     text = TEMPLATE.format(
         date=time.strftime("%Y-%m-%d %H:%M"),
         metric=metric,
-        metric_json=json.dumps(metric),
+        metric_json=repr(metric),
         steps=", ".join(f"{c[0]:g}" for c in checks),
-        command=json.dumps(train_command),
-        log=json.dumps(log),
+        command=repr(train_command),
+        log=repr(log),
         checks=json.dumps([[float(s), float(lo), float(hi)] for s, lo, hi in checks]),
         crash_is_bad=crash_is_bad,
-        reader=json.dumps([sys.executable, "-m", "trainsleuth", "logs", "extract"]),
+        reader=repr([sys.executable, "-m", "trainsleuth", "logs", "extract"]),
         timeout=int(timeout_s),
     )
     path = folder / "reproduce.py"

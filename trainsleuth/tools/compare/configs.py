@@ -188,7 +188,7 @@ def _read_mlflow_dir(folder: Path, meta: RunMeta, kind: str) -> None:
         if text is None:
             continue
         key = p.relative_to(folder).as_posix()
-        values[key] = _scalar(text.strip())
+        values[key] = _scalar(text.strip()) if kind == "params" else text.strip()
     if kind == "params":
         meta.add_config(values, "mlflow params")
         meta.sources.append(Source(str(folder), "mlflow params"))
@@ -388,8 +388,13 @@ def flatten(data: Any, prefix: str = "", out: dict[str, Any] | None = None, dept
     elif prefix:
         if isinstance(data, (list, tuple)):
             data = list(data)[:50]
+        elif isinstance(data, str) and _FLOATISH.match(data.strip()):
+            data = float(data)  # YAML 1.1 reads 5e-05 (no dot) as a string
         out[prefix] = data
     return out
+
+
+_FLOATISH = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
 # ---------------------------------------------------------------------------- differences

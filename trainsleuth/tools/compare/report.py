@@ -258,10 +258,11 @@ def _out(r: MetricResult) -> MetricComparison:
 
 
 def _restart_near(restarts: list[float], step: float | None, interval: float) -> float | None:
+    """The restart a divergence follows closely: within three of the metric's logging intervals."""
     if step is None:
         return None
     for r in restarts:
-        if r <= step <= r + max(10 * interval, 0.05 * max(r, 1.0)):
+        if r <= step <= r + max(3 * interval, 0.01 * max(r, 1.0)):
             return r
     return None
 
@@ -293,7 +294,6 @@ def _summarise(
         for e in bad.events
         if (e.code, e.metric) not in good_codes
     ][:10]
-    interval = _interval(results)
     band_what = (
         f"the spread of {1 + len(others)} good runs"
         if others
@@ -313,7 +313,7 @@ def _summarise(
         report.verdict = "diverged"
         report.first_divergence = first
         report.order = [f"{m.metric}@{m.first_step:g}" for m in diverged]
-        restart = _restart_near(bad.restarts, first.first_step, interval)
+        restart = _restart_near(bad.restarts, first.first_step, _interval(results, first.metric))
         after = f", right after the run under test restarts at step {restart:g} (a resume)" if restart else ""
         then = (
             "; then " + ", ".join(f"{m.metric} at {m.first_step:g} ({m.direction})" for m in diverged[1:6])
@@ -355,9 +355,13 @@ def _summarise(
     elif parting:
         p = parting[0]
         report.verdict = "parted"
-        restart = _restart_near(bad.restarts, p.parts_at, interval)
+        restart = _restart_near(bad.restarts, p.parts_at, _interval(results, p.metric))
+        good_restart = _restart_near(good.restarts, p.parts_at, _interval(results, p.metric))
         if restart is not None:
-            why = f", right after the run under test restarts at step {restart:g}: the resume did not restore everything"
+            why = f", right after the run under test restarts at step {restart:g} (a resume that does not restore everything)"
+        elif good_restart is not None:
+            why = f", right after the good run restarts at step {good_restart:g} (a resume that does not restore everything)"
+            restart = good_restart
         else:
             why = ": something changed there (code, data, config or a nondeterministic kernel)"
         report.summary = (
@@ -450,10 +454,12 @@ def _replay_check(report: CompareReport, bad: Run) -> None:
     )
 
 
-def _interval(results: list[tuple[MetricResult, list[Curve], Curve]]) -> float:
-    for _, _, bad in results:
-        if len(bad.steps) > 1:
-            return (bad.steps[-1] - bad.steps[0]) / max(1, len(bad.steps) - 1)
+def _interval(results: list[tuple[MetricResult, list[Curve], Curve]], metric: str | None = None) -> float:
+    """The median logging interval of a metric of the run under test (the first one by default)."""
+    for r, _, bad in results:
+        if (metric is None or r.name == metric) and len(bad.steps) > 1:
+            gaps = sorted(b - a for a, b in zip(bad.steps, bad.steps[1:], strict=False))
+            return gaps[len(gaps) // 2]
     return 1.0
 
 
@@ -466,11 +472,11 @@ def _top(observed: Observed, n: int) -> list[str]:
 
 
 def _observed(report: CompareReport) -> Observed | None:
-    interval = 1.0
     if report.first_divergence:
         f = report.first_divergence
-        restart = _restart_near(report.restart_steps, f.first_step, interval * 10)
-        return observed_failure_modes(f.role, f.direction, restart is not None)
+        found = next((x for x in report.findings if x.code == "run_divergence" and x.metric == f.metric), None)
+        after_restart = found is not None and found.evidence.get("restart_step") is not None
+        return observed_failure_modes(f.role, f.direction, after_restart)
     if report.verdict == "parted":
         return observed_failure_modes(None, None, bool(report.restart_steps))
     return None

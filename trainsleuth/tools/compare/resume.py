@@ -16,6 +16,7 @@ import math
 import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -336,15 +337,15 @@ def check_resume(
 ) -> ResumeReport:
     """Raises ResumeError when the entrypoint cannot be run."""
 
-    def phase(name: str, ckpt: Path, n: int, m: int) -> dict[str, Any]:
+    def phase(name: str, ckpt: Path, cancel: threading.Event | None) -> dict[str, Any]:
         args = [
-            "--entrypoint", entrypoint, "--phase", name, "--ckpt", str(ckpt), "--steps-before", str(n),
-            "--steps-after", str(m), "--seed", str(seed),
+            "--entrypoint", entrypoint, "--phase", name, "--ckpt", str(ckpt), "--steps-before",
+            str(steps_before), "--steps-after", str(steps_after), "--seed", str(seed), "--wait", str(timeout_s),
         ]  # fmt: skip
         try:
             return run_runner(
                 "resume_runner.py", args, python=python, cwd=cwd, timeout_s=timeout_s,
-                memory_limit_mb=memory_limit_mb, cancel_event=cancel_event,
+                memory_limit_mb=memory_limit_mb, cancel_event=cancel,
             ).payload  # fmt: skip
         except RunnerError as exc:
             raise ResumeError(exc.kind, f"{name} run: {exc.message}", _next_step(exc), exc.detail) from None
@@ -353,19 +354,33 @@ def check_resume(
     with tempfile.TemporaryDirectory(prefix="trainsleuth-resume-") as tmp:
         ckpt = Path(tmp) / "ckpt.pt"
         if progress:
-            progress(
-                0, total, f"training {steps_before + steps_after} steps with a save after step {steps_before}"
-            )
-        ref = phase("reference", ckpt, steps_before, steps_after)
-        if progress:
-            progress(1, total, "restoring in a fresh process and continuing")
-        res = phase("resume", ckpt, steps_before, steps_after)
+            progress(0, total, f"training {steps_before + steps_after} steps with a save after step {steps_before}; "
+                     "a fresh process restores it")  # fmt: skip
+        # The resumed process starts at once: it imports torch and builds the entrypoint while the
+        # uninterrupted run trains, then waits for the checkpoint. It is stopped when that run fails.
+        stop_resume = threading.Event()
+        watcher = threading.Thread(target=_forward, args=(cancel_event, stop_resume), daemon=True)
+        watcher.start()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            resumed = pool.submit(phase, "resume", ckpt, stop_resume)
+            try:
+                ref = phase("reference", ckpt, cancel_event)
+            except BaseException:
+                stop_resume.set()
+                raise
+            finally:
+                if progress:
+                    progress(1, total, "uninterrupted run done; waiting for the resumed one")
+            try:
+                res = resumed.result()
+            finally:
+                stop_resume.set()
         control = None
         pieces, firsts = analyse(ref, res, steps_before)
         if not pieces and (firsts["loss"] is not None or firsts["model"] is not None):
             if progress:
                 progress(2, total, "training differs with every piece restored: checking determinism")
-            control = phase("reference", Path(tmp) / "control.pt", steps_before, steps_after)
+            control = phase("reference", Path(tmp) / "control.pt", cancel_event)
     if progress:
         progress(total, total, "compared")
     report = build_report(entrypoint, str(python), ref, res, steps_before, steps_after, control)
@@ -374,6 +389,43 @@ def check_resume(
     if ref.get("unknown_keys"):
         report.notes.append(f"keys the contract does not know (ignored): {', '.join(ref['unknown_keys'])}")
     return report
+
+
+def render_resume(report: ResumeReport) -> str:
+    head = {
+        "restored": "the resume restores everything checked",
+        "not_restored": "the resume does not restore everything",
+        "unexplained": "training departs after the resume although every piece checked is restored",
+        "nondeterministic": "training is not deterministic: the resume cannot be judged step for step",
+    }[report.verdict]
+    lines = [
+        f"check_resume ({report.mode}, save after step {report.steps_before}, {report.steps_after} steps "
+        f"compared): {head}."
+    ]
+    for item in report.not_restored:
+        when = f", visible from step {item.first_step}" if item.first_step else ""
+        effect = "changes training" if item.affects_training else "no effect within the steps checked"
+        lines.append(f"- not restored: {item.piece} ({item.detail}; {effect}{when})")
+    if report.first_divergence:
+        lines.append(f"First difference from the uninterrupted run: {report.first_divergence}.")
+    if report.steps:
+        lines.append(
+            "Loss after the restore (uninterrupted vs resumed): "
+            + ", ".join(f"{s.step}: {s.loss_reference} vs {s.loss_resumed}" for s in report.steps[:8])
+        )
+    lines += [f"Not tested: {u}" for u in report.untested]
+    lines += [f"Note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def _forward(source: threading.Event | None, target: threading.Event) -> None:
+    """Set `target` when `source` is set (a cancelled call stops the resumed process too)."""
+    if source is None:
+        return
+    while not target.is_set():
+        if source.wait(0.2):
+            target.set()
+            return
 
 
 def _next_step(exc: RunnerError) -> str:

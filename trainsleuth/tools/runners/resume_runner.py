@@ -27,6 +27,7 @@ import os
 import random
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -404,7 +405,15 @@ def run_phase(args, torch):
             default_save(c, trainer, args.ckpt, torch)
         if not os.path.exists(args.ckpt) and user_code:
             payload["notes"] = ["save(path) wrote nothing at path (it may write elsewhere)"]
+        with open(args.ckpt + ".ready", "w") as fh:  # the resumed process may load it now
+            fh.write("ready")
     else:
+        # built while the uninterrupted run trains; restore once its checkpoint is complete
+        deadline = time.monotonic() + args.wait
+        while not os.path.exists(args.ckpt + ".ready"):
+            if time.monotonic() > deadline:
+                raise RunError("no_checkpoint", "the uninterrupted run did not finish its save in time")
+            time.sleep(0.05)
         if not os.path.exists(args.ckpt):
             raise RunError("no_checkpoint", f"the reference run left no checkpoint at {args.ckpt}")
         if user_code:
@@ -428,6 +437,7 @@ def main(argv=None):
     parser.add_argument("--steps-before", type=int, default=4)
     parser.add_argument("--steps-after", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wait", type=float, default=0.0, help="resume: wait this long for the checkpoint")
     args = parser.parse_args(argv)
     tmp = None
     try:
