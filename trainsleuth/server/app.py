@@ -16,7 +16,8 @@ INSTRUCTIONS = """\
 trainsleuth debugs machine-learning training with an enforced protocol. Root cause first:
 1. start_investigation with the symptom and a reproducer command; read the suggested checklists and constraints.
 2. Investigate and compare with what works: analysis tools (analyze_training_log, probe_gradients,
-   check_distributed, bisect_commits, ...) called with investigation_id store their results as evidence.
+   compare_runs, check_resume, check_distributed, bisect_commits, ...) called with investigation_id
+   store their results as evidence.
 3. propose_hypotheses (3-5, ranked) and test one at a time; resolve_hypothesis citing evidence ids.
 4. submit_diagnosis (Gate 4: root cause with evidence ids, mechanism, fix, side effects, what would
    disprove it). Confidence < 0.8 needs record_review CONFIRMED; a person approves before any fix.
