@@ -9,7 +9,12 @@ from pathlib import Path
 
 from trainsleuth.knowledge.catalog import failure_modes
 from trainsleuth.tools.compare.configs import diff_configs, diff_environments, parse_namespace, read_meta
-from trainsleuth.tools.compare.rank import CONFIG_CATEGORIES, ENV_CATEGORIES, observed_failure_modes, rank_differences
+from trainsleuth.tools.compare.rank import (
+    CONFIG_CATEGORIES,
+    ENV_CATEGORIES,
+    observed_failure_modes,
+    rank_differences,
+)
 
 
 def _wandb_run(root: Path, lr: float, commit: str, torch: str) -> Path:
@@ -22,11 +27,21 @@ def _wandb_run(root: Path, lr: float, commit: str, torch: str) -> Path:
         "output_dir:\n  desc: null\n  value: out/run-" + commit[:4] + "\n"
     )
     (files / "wandb-metadata.json").write_text(
-        json.dumps({"python": "3.11.7", "gpu": "NVIDIA A100-SXM4-80GB", "gpu_count": 8,
-                    "git": {"remote": "https://github.com/x/y", "commit": commit}})  # fmt: skip
+        json.dumps(
+            {
+                "python": "3.11.7",
+                "gpu": "NVIDIA A100-SXM4-80GB",
+                "gpu_count": 8,
+                "git": {"remote": "https://github.com/x/y", "commit": commit},
+            }
+        )
     )
-    (files / "requirements.txt").write_text(f"torch=={torch}\ntransformers==4.40.0\nnumpy==1.26.4\nwandb==0.16.6\n")
-    (files / "output.log").write_text("".join(f"{{'loss': {2.0 - i / 100}, 'step': {i}}}\n" for i in range(20)))
+    (files / "requirements.txt").write_text(
+        f"torch=={torch}\ntransformers==4.40.0\nnumpy==1.26.4\nwandb==0.16.6\n"
+    )
+    (files / "output.log").write_text(
+        "".join(f"{{'loss': {2.0 - i / 100}, 'step': {i}}}\n" for i in range(20))
+    )
     return root
 
 
@@ -117,7 +132,9 @@ def test_environment_report_files_and_pip_freezes(tmp_path: Path) -> None:
     (a / "log.txt").write_text("loss 1.0\n")
     b = tmp_path / "b"
     b.mkdir()
-    (b / "pip_freeze.txt").write_text("torch==2.4.0\nnumpy==1.26.4\n# comment\n-e git+https://x@abc#egg=proj\n")
+    (b / "pip_freeze.txt").write_text(
+        "torch==2.4.0\nnumpy==1.26.4\n# comment\n-e git+https://x@abc#egg=proj\n"
+    )
     (b / "log.txt").write_text("loss 1.0\n")
     ma, mb = read_meta(a), read_meta(b)
     assert ma.facts["cuda"] == "12.1" and ma.facts["env:NCCL_P2P_DISABLE"] == "1"

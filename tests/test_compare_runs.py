@@ -131,12 +131,17 @@ def test_nan_in_the_run_under_test_is_an_error(tmp_path: Path) -> None:
     assert first.direction == "nonfinite" and first.bad_value == "nan/inf"
     assert report.findings[0].severity == "error"
     assert "nonfinite_metric" not in report.findings[0].failure_modes  # failure modes, not codes
-    assert "fp16-overflow" in report.findings[0].failure_modes or "log-of-zero" in report.findings[0].failure_modes
+    assert (
+        "fp16-overflow" in report.findings[0].failure_modes
+        or "log-of-zero" in report.findings[0].failure_modes
+    )
 
 
 def test_nothing_in_common_is_not_comparable_never_healthy(tmp_path: Path) -> None:
     other = tmp_path / "rl.jsonl"
-    other.write_text("".join(json.dumps({"step": i, "reward": i * 0.1, "kl": 0.01}) + "\n" for i in range(50)))
+    other.write_text(
+        "".join(json.dumps({"step": i, "reward": i * 0.1, "kl": 0.01}) + "\n" for i in range(50))
+    )
     report = compare_runs(RUNS / "base_s0", other).report
     assert report.verdict == "not_comparable"
     assert "Nothing was judged" in report.summary and "reward" in report.summary

@@ -72,7 +72,8 @@ async def test_compare_runs_refuses_clearly(ws: Path, tmp_path: Path) -> None:
         )
         assert one_ref.is_error and "both good_ref and bad_ref" in one_ref.content[0].text
         not_git = await client.call_tool(
-            "compare_runs", {"good": "runs/base_s0", "bad": "runs/lr_const", "good_ref": "v1", "bad_ref": "v2"}
+            "compare_runs",
+            {"good": "runs/base_s0", "bad": "runs/lr_const", "good_ref": "v1", "bad_ref": "v2"},
         )
         assert not_git.is_error and "not a commit" in not_git.content[0].text
         empty = ws / "empty"
@@ -216,6 +217,8 @@ def test_cli_compare_and_resume_check(ws: Path) -> None:
     assert missing.returncode == 3 and "no such file" in missing.stderr
     usage = cli("compare", "runs/base_s0", "runs/lr_const", "--good-ref", "HEAD")
     assert usage.returncode == 2
-    resumed = cli("resume-check", "resume/resume_cases.py:no_ema", "--steps-before", "2", "--steps-after", "2")
+    resumed = cli(
+        "resume-check", "resume/resume_cases.py:no_ema", "--steps-before", "2", "--steps-after", "2"
+    )
     assert resumed.returncode == 1, resumed.stderr
     assert "not restored: EMA weights" in resumed.stdout

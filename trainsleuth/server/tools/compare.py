@@ -106,7 +106,10 @@ def _git_root(path: Path, call: ToolCall) -> Path:
     folder = path if path.is_dir() else path.parent
     try:
         proc = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=20
+            ["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=20,
         )
     except (OSError, subprocess.TimeoutExpired):
         return call.ctx.workspace

@@ -27,7 +27,8 @@ PACE_ONE = 0.4
 PACE_SEVERAL = 0.10
 SUSTAIN = 3
 DETERMINISTIC_REL = 1e-3
-INITIAL_SHARE = 0.05  # an offset confined to this first share of the points is read as initialisation
+INITIAL_SHARE = 0.05
+MIN_POINTS = 3  # fewer points in common are not judged  # an offset confined to this first share of the points is read as initialisation
 # Metrics set by configuration rather than by training: compared exactly when they are smooth.
 EXACT_ROLES = ("lr", "batch_size")
 
@@ -279,7 +280,8 @@ def _identical_prefix(
         return 0, 0, common
     g = ref.values[gi]
     b = bad_values[bi]
-    same = np.abs(g - b) <= ref.precision.at(g) + bad_prec.at(g) + 1e-9 * np.abs(g)
+    # float32 storage (TensorBoard, wandb) rounds to about 6e-8 of the value
+    same = np.abs(g - b) <= ref.precision.at(g) + bad_prec.at(g) + 2e-7 * np.abs(g)
     if same.all():
         return len(common), len(common), common
     return int(np.argmin(same)), len(common), common
@@ -329,6 +331,9 @@ def compare_curve(goods: list[Curve], bad: Curve) -> MetricResult:
                 else "no finite points in this run"
             )
         return result
+    if len(steps) < MIN_POINTS and result.status != "diverged":
+        result.note = f"only {len(steps)} point(s) where both runs logged it: too few to judge"
+        return result
     low, high, centre, _ = band_at(refs, steps, bad_res)
     n = len(steps)
     k_scale = 1.0 if n >= 6 else 2.0
@@ -371,6 +376,29 @@ def compare_curve(goods: list[Curve], bad: Curve) -> MetricResult:
         else:
             result.status = "within_noise"
     return result
+
+
+def step_shift(good: Curve, bad: Curve) -> float | None:
+    """The step offset under which two curves agree exactly (one log counts epochs from 0, the
+    other from 1), when they do not agree as given; None otherwise."""
+    np = _np()
+    ref = prepare(good)
+    if ref is None or len(bad.steps) < 3:
+        return None
+    b_steps = np.asarray(bad.steps, dtype=float)
+    b_vals = np.asarray(bad.values, dtype=float)
+    prec = precision(b_vals)
+    same, n, _ = _identical_prefix(ref, b_steps, b_vals, prec)
+    if n >= 3 and same == n:
+        return None
+    gaps = np.diff(b_steps)
+    interval = float(np.median(gaps)) if len(gaps) else 1.0
+    for k in (1, -1, 2, -2):
+        shift = k * interval
+        same, n, _ = _identical_prefix(ref, b_steps - shift, b_vals, prec)
+        if n >= 3 and same == n and n >= 0.5 * min(len(b_steps), len(ref.steps)):
+            return shift
+    return None
 
 
 def _first_sustained(above: Any, below: Any, sustain: int) -> int | None:

@@ -406,6 +406,7 @@ class Difference:
     good: Any
     bad: Any
     kind: str  # config | environment
+    absent: str | None = None  # "good" | "bad": the run that does not record this item at all
     category: str = "other"
     failure_modes: list[str] = field(default_factory=list)
     score: float = 0.0
@@ -506,15 +507,15 @@ def diff_configs(good: dict[str, Any], bad: dict[str, Any]) -> tuple[list[Differ
         item = gk if gk == bk else f"{gk} / {bk}"
         out.append(Difference(item=item, good=good[gk], bad=bad[bk], kind="config"))
     for k in only_good:
-        if is_bookkeeping(k):
+        if is_bookkeeping(k) or good[k] in (None, "", [], {}):
             skipped += 1
         else:
-            out.append(Difference(item=k, good=good[k], bad=None, kind="config"))
+            out.append(Difference(item=k, good=good[k], bad=None, kind="config", absent="bad"))
     for k in only_bad:
-        if is_bookkeeping(k):
+        if is_bookkeeping(k) or bad[k] in (None, "", [], {}):
             skipped += 1
         else:
-            out.append(Difference(item=k, good=None, bad=bad[k], kind="config"))
+            out.append(Difference(item=k, good=None, bad=bad[k], kind="config", absent="good"))
     return out, skipped
 
 
@@ -528,5 +529,8 @@ def diff_environments(good: RunMeta, bad: RunMeta) -> list[Difference]:
         for name in sorted(set(good.packages) | set(bad.packages)):
             a, b = good.packages.get(name), bad.packages.get(name)
             if a != b:
-                out.append(Difference(item=f"package:{name}", good=a, bad=b, kind="environment"))
+                absent = "good" if a is None else ("bad" if b is None else None)
+                out.append(
+                    Difference(item=f"package:{name}", good=a, bad=b, kind="environment", absent=absent)
+                )
     return out

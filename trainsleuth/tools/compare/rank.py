@@ -242,7 +242,7 @@ def rank_differences(diffs: list[Difference], observed: Observed | None) -> list
                                                                         "training length", "resume / checkpoint"):  # fmt: skip
             d.score += 1.0  # the log itself says the schedule differs
             linked = linked or {"lr-schedule-misconfigured": 1.0}
-        if d.good is None or d.bad is None:
+        if d.absent:
             d.score -= 0.05  # a key only one run records is often a renamed or defaulted one
         if linked:
             d.why = (

@@ -68,13 +68,16 @@ class DifferenceOut(BaseModel):
     kind: str
     good: Any = None
     bad: Any = None
+    absent: str | None = Field(default=None, description="the run that does not record it: good | bad")
     category: str
     score: float
     why: str = ""
     failure_modes: list[str] = Field(default_factory=list)
 
     def line(self) -> str:
-        return f"{self.item}: {_short(self.good)} -> {_short(self.bad)} [{self.category}] {self.why}".rstrip()
+        good = "(absent)" if self.absent == "good" else _short(self.good)
+        bad = "(absent)" if self.absent == "bad" else _short(self.bad)
+        return f"{self.item}: {good} -> {bad} [{self.category}] {self.why}".rstrip()
 
 
 class Suggestion(BaseModel):
@@ -112,7 +115,7 @@ class CompareResult:
 
 
 def _short(v: Any) -> str:
-    text = "(absent)" if v is None else repr(v) if isinstance(v, str) else str(v)
+    text = repr(v) if isinstance(v, str) else str(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -197,13 +200,15 @@ def compare_runs(
     tick(f"read {good}")
     others = []
     for p in more_good:
-        others.append(load_run(p, cancel))
+        others.append(load_run(p, cancel, prefer=Path(good_run.log_file).name if good_run.log_file else None))
         tick(f"read {p}")
-    bad_run = load_run(bad, cancel)
+    bad_run = load_run(bad, cancel, prefer=Path(good_run.log_file).name if good_run.log_file else None)
     tick(f"read {bad}")
     notes = [f"good run: {n}" for n in good_run.notes] + [f"run under test: {n}" for n in bad_run.notes]
     pairs = pair_metrics(good_run, bad_run, metrics or [])
+    _align_numbering(good_run, bad_run, pairs, notes)
     results: list[tuple[MetricResult, list[Curve], Curve]] = []
+    positional: list[str] = []
     for gname, bname in pairs:
         if cancel is not None and cancel.is_set():
             raise RunInputError("the comparison was cancelled")
@@ -214,10 +219,13 @@ def compare_runs(
                 goods.append(o.curves[match[0]])
         bcurve = bad_run.curves[bname]
         if goods[0].positional != bcurve.positional:
-            notes.append(
-                f"{bname}: one run numbers its records by position, the other by logged step; aligned as given"
-            )
+            positional.append(bname)
         results.append((compare_curve(goods, bcurve), goods, bcurve))
+    if positional:
+        notes.append(
+            f"one run numbers the records of {', '.join(positional[:5])} by position in the log, the other by "
+            "logged step; aligned as given"
+        )
     if metrics and not pairs:
         notes.append(f"none of {', '.join(metrics)} is in both runs")
     results.sort(key=_result_order)
@@ -226,6 +234,34 @@ def compare_runs(
     report.bisect = _bisect(report, results, bad_run, good_ref, bad_ref, train_command, repo, workspace)
     tick("compared")
     return CompareResult(report, results)
+
+
+def _align_numbering(good: Run, bad: Run, pairs: list[tuple[str, str]], notes: list[str]) -> None:
+    """Logs of one run that number steps differently (epochs from 0 and from 1) are aligned when the
+    main metric agrees exactly under a small shift; the shift is applied to every metric and noted."""
+    from dataclasses import replace
+
+    from trainsleuth.tools.compare.band import step_shift
+
+    if not pairs:
+        return
+    order = {r: i for i, r in enumerate(ROLE_ORDER)}
+    g, b = min(pairs, key=lambda p: (p[1] not in bad.curves or bad.curves[p[1]].role != "loss",
+                                     order.get(bad.curves[p[1]].role, 99)))  # fmt: skip
+    shift = step_shift(good.curves[g], bad.curves[b])
+    if shift is None:
+        return
+    for name, c in list(bad.curves.items()):
+        bad.curves[name] = replace(
+            c,
+            steps=[s - shift for s in c.steps],
+            first_nonfinite_step=None if c.first_nonfinite_step is None else c.first_nonfinite_step - shift,
+        )
+    bad.restarts = [r - shift for r in bad.restarts]
+    notes.append(
+        f"the run under test numbers its steps {shift:+g} from the good run ({b} agrees exactly once shifted, "
+        "e.g. epochs counted from 1 instead of 0): aligned by that shift"
+    )
 
 
 def _result_order(item: tuple[MetricResult, list[Curve], Curve]) -> tuple[Any, ...]:
@@ -276,7 +312,7 @@ def _summarise(
 ) -> CompareReport:
     metrics = [_out(r) for r, _, _ in results]
     diverged = [m for m in metrics if m.status == "diverged"]
-    compared = [m for m in metrics if m.compared]
+    compared = [m for m in metrics if m.status != "not_compared"]
     parting = sorted((m for m in metrics if m.parts_at is not None), key=lambda m: m.parts_at or 0)
     report = CompareReport(
         good=good.path,
@@ -394,10 +430,26 @@ def _summarise(
             f"({', '.join(m.metric for m in compared[:6])})."
         )
     _replay_check(report, bad)
+    _length_check(report, results)
     short = [m for m in metrics if m.status == "not_compared"]
     if short:
         report.notes.append("not compared: " + "; ".join(f"{m.metric} ({m.note})" for m in short[:5]))
     return report
+
+
+def _length_check(report: CompareReport, results: list[tuple[MetricResult, list[Curve], Curve]]) -> None:
+    """A run under test that stops well before the good run (a crash, a kill) is said so: its
+    metrics may agree everywhere both runs logged them."""
+    for r, goods, bad in results:
+        if r.role in ("loss", "loss_component") and bad.steps and goods[0].steps:
+            g_first, g_last, b_last = goods[0].steps[0], goods[0].steps[-1], bad.steps[-1]
+            if b_last < g_last and (b_last - g_first) < 0.9 * (g_last - g_first):
+                report.notes.insert(
+                    0,
+                    f"the run under test stops at step {b_last:g} while the good run goes on to {g_last:g} "
+                    "(a crash or a kill?): only the steps both logged were compared",
+                )
+            return
 
 
 def _replay_check(report: CompareReport, bad: Run) -> None:
@@ -474,7 +526,9 @@ def _top(observed: Observed, n: int) -> list[str]:
 def _observed(report: CompareReport) -> Observed | None:
     if report.first_divergence:
         f = report.first_divergence
-        found = next((x for x in report.findings if x.code == "run_divergence" and x.metric == f.metric), None)
+        found = next(
+            (x for x in report.findings if x.code == "run_divergence" and x.metric == f.metric), None
+        )
         after_restart = found is not None and found.evidence.get("restart_step") is not None
         return observed_failure_modes(f.role, f.direction, after_restart)
     if report.verdict == "parted":
@@ -487,7 +541,13 @@ def _add_meta(
 ) -> None:
     gm = read_meta(Path(good.path), Path(good.log_file) if good.log_file else None)
     bm = read_meta(Path(bad.path), Path(bad.log_file) if bad.log_file else None)
-    diffs, skipped = diff_configs(gm.config, bm.config)
+    diffs: list[Difference] = []
+    skipped = 0
+    if gm.config and bm.config:
+        diffs, skipped = diff_configs(gm.config, bm.config)
+    elif gm.config or bm.config:
+        has = "good run" if gm.config else "run under test"
+        report.notes.append(f"only the {has} has a config file; settings are not diffed")
     diffs += diff_environments(gm, bm)
     observed = _observed(report)
     ranked: list[Difference] = rank_differences(diffs, observed)
@@ -495,6 +555,7 @@ def _add_meta(
         DifferenceOut(
             item=d.item,
             kind=d.kind,
+            absent=d.absent,
             good=_jsonable(d.good),
             bad=_jsonable(d.bad),
             category=d.category,
@@ -509,11 +570,6 @@ def _add_meta(
         report.notes.append(f"{len(ranked) - 60} more differences not listed")
     if not gm.sources and not bm.sources:
         report.notes.append("no config or environment file found beside either run (nothing to diff)")
-    elif not gm.sources or not bm.sources:
-        which = "good run" if not gm.sources else "run under test"
-        report.notes.append(
-            f"no config or environment file found for the {which}; its settings are not diffed"
-        )
     for label, m in (("good run", gm), ("run under test", bm)):
         report.notes += [f"{label}: {n}" for n in m.notes[:5]]
     if gm.commit or bm.commit:

@@ -59,7 +59,9 @@ class Run:
         return p if p.is_dir() else p.parent
 
 
-def load_run(path: Path, cancel: threading.Event | None = None) -> Run:
+def load_run(path: Path, cancel: threading.Event | None = None, prefer: str | None = None) -> Run:
+    """`prefer`: in a run folder, read the file of this name when there is one (the name the other
+    run's log has), so both runs are read the same way."""
     path = Path(path)
     if not path.exists():
         raise RunInputError(
@@ -75,7 +77,7 @@ def load_run(path: Path, cancel: threading.Event | None = None) -> Run:
         and ((path / "meta.json").exists() or (path / "findings.json").exists())
     ):
         return _probe_run(path)
-    target, note = pick_log(path) if path.is_dir() else (path, None)
+    target, note = pick_log(path, prefer) if path.is_dir() else (path, None)
     run = Run(path=str(path), kind="log", log_file=str(target))
     if note:
         run.notes.append(note)
@@ -83,7 +85,7 @@ def load_run(path: Path, cancel: threading.Event | None = None) -> Run:
     return run
 
 
-def pick_log(folder: Path) -> tuple[Path, str | None]:
+def pick_log(folder: Path, prefer: str | None = None) -> tuple[Path, str | None]:
     """The log to read in a run folder: the folder itself when the log reader knows its layout
     (TensorBoard, MLflow, HF trainer_state), else its most log-like file."""
     from trainsleuth.tools.compare.configs import is_config_or_env_file
@@ -110,7 +112,11 @@ def pick_log(folder: Path) -> tuple[Path, str | None]:
                 continue
             if size == 0:
                 continue
-            hint = sum(h in fn.lower() for h in LOG_HINTS) + (p.suffix.lower() in (".jsonl", ".csv"))
+            # structured metric files first, then names that say "log"; the largest among equals
+            hint = sum(h in p.stem.lower() for h in LOG_HINTS) + 2 * (
+                p.suffix.lower() in (".jsonl", ".csv", ".tsv")
+            )
+            hint += 10 * (prefer is not None and fn == prefer)
             candidates.append((hint, size, p))
     if not candidates:
         raise RunInputError(
