@@ -194,3 +194,25 @@ def test_run_folder_picks_the_log_not_the_config(tmp_path: Path) -> None:
     assert Path(loaded.log_file or "").name == "metrics.jsonl"
     assert set(loaded.curves) == {"loss", "lr", "grad_norm", "val_loss"}
     assert any("metrics.jsonl" in n and "notes.txt" in n for n in loaded.notes)
+
+
+def test_two_real_probe_reports(tmp_path: Path) -> None:
+    """`trainsleuth probe --json` of the same model with lr 1e-3 and with lr 1.0 (a missing '1e-3 *')."""
+    import subprocess
+    import sys
+
+    src = (Path(__file__).resolve().parent.parent / "examples" / "probe" / "broken_lr_high.py").read_text()
+    (tmp_path / "high.py").write_text(src)
+    (tmp_path / "fixed.py").write_text(src.replace("lr=1.0", "lr=1e-3"))
+    for name in ("high", "fixed"):
+        out = subprocess.run(
+            [sys.executable, "-m", "trainsleuth", "probe", f"{name}.py:broken", "--steps", "5", "--json"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        (tmp_path / f"{name}.json").write_text(out.stdout)
+    report = compare_runs(tmp_path / "fixed.json", tmp_path / "high.json").report
+    assert report.verdict == "diverged", render_text(report)
+    assert report.order[:2] == ["grad_norm@2", "loss@2"]  # grad norm named first at a tie
+    assert "lr-too-high" in [s.id for s in report.suggestions]
+    assert any(e.startswith("update_ratio_high") for e in report.events_only_in_bad)

@@ -148,7 +148,14 @@ def _read_log(run: Run, target: Path, cancel: threading.Event | None) -> None:
     for s in res.series:
         if s.role == "other" and len(s.values) < 5:
             continue  # a stray number in a text line, not a metric
-        steps, values, replayed = _last_per_step(list(s.steps), list(s.values))
+        # finite points only: NaN/Inf are counted by the reader (first_nonfinite_step), and newer
+        # readers mark them in `values` as strings
+        finite = [
+            (float(st), float(v))
+            for st, v in zip(s.steps, s.values, strict=False)
+            if isinstance(v, (int, float)) and math.isfinite(v)
+        ]
+        steps, values, replayed = _last_per_step([p[0] for p in finite], [p[1] for p in finite])
         if replayed:
             run.replays[s.name] = replayed
         run.curves[s.name] = Curve(
