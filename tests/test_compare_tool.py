@@ -222,3 +222,18 @@ def test_cli_compare_and_resume_check(ws: Path) -> None:
     )
     assert resumed.returncode == 1, resumed.stderr
     assert "not restored: EMA weights" in resumed.stdout
+
+
+@pytest.mark.anyio
+async def test_descriptions_stay_within_the_tools_list_budget(ws: Path) -> None:
+    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    async with Client(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    for name in ("compare_runs", "check_resume"):
+        tool = tools[name]
+        assert tool.description is not None
+        assert len(tool.description) <= 400 and tool.description.count(". ") <= 2, tool.description
+        assert tool.description.startswith("Phase 2")
+        props = tool.input_schema["properties"]
+        assert all(len(p.get("description", "")) <= 120 for p in props.values()), name
+        assert len(json.dumps(props)) <= 2000, (name, len(json.dumps(props)))

@@ -551,14 +551,14 @@ def test_repository_scan_skips_environments_and_is_bounded(tmp_path: Path) -> No
 
 
 def test_finding_links_follow_what_the_log_records() -> None:
-    from trainsleuth.knowledge.links import failure_modes_for
+    from trainsleuth.knowledge.links import failure_modes_for, relevant_failure_modes
 
     everything = failure_modes_for("plateau")
     assert {"rl-entropy-collapse", "codebook-collapse"} <= set(everything)
-    regressor = failure_modes_for("plateau", ["train_loss", "val_rmse", "lr"])
+    regressor = relevant_failure_modes("plateau", ["train_loss", "val_rmse", "lr"])
     assert not {"rl-entropy-collapse", "codebook-collapse"} & set(regressor)
     assert regressor[0] == everything[0] == "lr-too-low"
-    ppo = failure_modes_for("plateau", ["loss", "reward", "kl", "entropy"])
+    ppo = relevant_failure_modes("plateau", ["loss", "reward", "kl", "entropy"])
     assert "rl-entropy-collapse" in ppo and "codebook-collapse" not in ppo
-    vq = failure_modes_for("constant_metric", ["recon_loss", "codebook_perplexity"])
+    vq = relevant_failure_modes("constant_metric", ["recon_loss", "codebook_perplexity"])
     assert "codebook-collapse" in vq and "rl-kl-collapse" not in vq

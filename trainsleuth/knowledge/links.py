@@ -160,15 +160,16 @@ CODE_LINKS: dict[str, list[str]] = {
 }
 
 
-def failure_modes_for(code: str, context: list[str] | set[str] | None = None) -> list[str]:
-    """Catalog ids for a finding code, most likely first. With `context` (the metric names a log
-    records, the module names a probe saw, words of the symptom), entries of a domain nothing in
-    the context shows are left out (no RL entropy collapse for a regressor's plateau)."""
-    ids = list(CODE_LINKS.get(code, []))
-    if context is None:
-        return ids
+def failure_modes_for(code: str) -> list[str]:
+    return list(CODE_LINKS.get(code, []))
+
+
+def relevant_failure_modes(code: str, context: list[str] | set[str]) -> list[str]:
+    """`failure_modes_for`, leaving out entries of a domain nothing in `context` shows (the metric
+    names a log records, the module names a probe saw, words of the symptom): no RL entropy
+    collapse for a regressor's plateau."""
     from trainsleuth.knowledge.relevance import filter_failure_modes, metric_signals, text_signals
 
     names = list(context)
     signals = text_signals(" ".join(names), "context").merge(metric_signals(names))
-    return filter_failure_modes(ids, signals)
+    return filter_failure_modes(failure_modes_for(code), signals)
