@@ -8,16 +8,22 @@ The reproducer is written under `WORKSPACE/.trainsleuth/scratch/` (git-ignored) 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from trainsleuth.protocol.store import STATE_DIR_NAME, ensure_state_dir
+
+if TYPE_CHECKING:
+    from trainsleuth.tools.compare.band import Curve, MetricResult
+    from trainsleuth.tools.compare.models import CompareReport
+    from trainsleuth.tools.compare.runs import Run
 
 _PKG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s=]+)$")
 
@@ -160,3 +166,109 @@ def write_reproducer(
 
 def reproducer_command(path: Path) -> str:
     return f"{shlex.quote(sys.executable)} {shlex.quote(str(path))}"
+
+
+def offer_bisect(
+    report: CompareReport,
+    results: list[tuple[MetricResult, list[Curve], Curve]],
+    bad: Run,
+    good_ref: str | None,
+    bad_ref: str | None,
+    train_command: str | None,
+    repo: Path | None,
+    workspace: Path | None,
+    commits: tuple[str | None, str | None] = (None, None),
+) -> BisectOffer | None:
+    """The bisect that would find the change between the runs, with a reproducer when the command
+    that trains is known; None when there is nothing to bisect."""
+    g_ref = good_ref or commits[0]
+    b_ref = bad_ref or commits[1]
+    first = next((r for r, _, _ in results if r.status == "diverged"), None)
+    if report.verdict != "diverged" or first is None:
+        if good_ref or bad_ref:
+            report.notes.append(
+                f"no bisect offered: the runs do not diverge ({report.verdict.replace('_', ' ')}), so there is "
+                "nothing for a bisect to look for"
+            )
+        return None
+    pkg = package_change(g_ref, b_ref)
+    if pkg is None and not (good_ref or bad_ref):
+        lib = next(
+            (
+                d
+                for d in report.differences
+                if d.kind == "environment"
+                and d.item.startswith("package:")
+                and d.good
+                and d.bad
+                and d.score >= 0.5
+            ),
+            None,
+        )
+        if lib is not None and not (g_ref and b_ref):
+            pkg = (lib.item.removeprefix("package:"), str(lib.good), str(lib.bad))
+    if pkg is None and not (g_ref and b_ref and g_ref != b_ref):
+        if train_command:
+            report.notes.append(
+                "train_command is used for a bisect reproducer, which needs the two runs' commits (good_ref and "
+                "bad_ref) or package versions; none are known for these runs"
+            )
+        return None
+    args: dict[str, Any]
+    if pkg is not None:
+        name, v_good, v_bad = pkg
+        tool = "bisect_versions"
+        args = {"package": name, "versions": [v_good, v_bad]}
+        reason = (
+            f"the runs differ in {name} {v_good} -> {v_bad}; add the released versions between them to "
+            "`versions` (oldest first) so the bisect can name the first bad one"
+        )
+    else:
+        tool = "bisect_commits"
+        args = {"repo": str(repo or workspace or "."), "good": g_ref, "bad": b_ref}
+        reason = f"the good run comes from {g_ref}, the run under test from {b_ref}"
+    offer = BisectOffer(tool=tool, arguments=args, reason=reason)
+    if not train_command:
+        offer.missing = (
+            "train_command: the command that trains and writes the log (use {log} where the log path goes); "
+            "with it compare_runs writes a reproducer that checks "
+            f"{first.name} at step {first.first_step:g}"
+        )
+        return offer
+    log: str | None = None
+    if "{log}" not in train_command:
+        base = Path(repo or workspace or ".").resolve()
+        try:
+            log = Path(bad.log_file or bad.path).resolve().relative_to(base).as_posix()
+        except ValueError:
+            offer.missing = (
+                "the run under test's log lies outside the repository: put {log} in train_command where the "
+                "log path goes"
+            )
+            return offer
+    idx = first.band_steps.index(first.first_step) if first.first_step in first.band_steps else 0
+    checks = [
+        (s, lo, hi)
+        for s, lo, hi in zip(
+            first.band_steps[idx : idx + 5],
+            first.band_low[idx : idx + 5],
+            first.band_high[idx : idx + 5],
+            strict=False,
+        )
+        if math.isfinite(lo) and math.isfinite(hi)
+    ]
+    if not checks:
+        offer.missing = f"no finite band around step {first.first_step:g} to check against"
+        return offer
+    folder = scratch_dir(Path(workspace or repo or "."), f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    path = write_reproducer(
+        folder,
+        train_command=train_command,
+        log=log,
+        metric=first.name,
+        checks=checks,
+        crash_is_bad=first.direction == "nonfinite",
+    )
+    offer.reproducer = str(path)
+    offer.arguments["command"] = reproducer_command(path)
+    return offer
