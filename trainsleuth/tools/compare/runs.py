@@ -137,7 +137,11 @@ def pick_log(folder: Path, prefer: str | None = None) -> tuple[Path, str | None]
 
 
 def _read_log(run: Run, target: Path, cancel: threading.Event | None) -> None:
-    from trainsleuth.tools.logs import LogInputError, analyze, extract
+    # from the defining modules: once `trainsleuth.tools.logs.extract` (the submodule) is imported,
+    # the package attribute `analyze` is the submodule, not the function
+    from trainsleuth.tools.logs.analyze import analyze
+    from trainsleuth.tools.logs.extract import extract
+    from trainsleuth.tools.logs.readers import LogInputError
 
     try:
         res = extract(target, COMPARED_ROLES, max_points=MAX_POINTS, cancel=cancel)
