@@ -153,3 +153,43 @@ def test_entrypoint_problems_are_clear_errors(tmp_path: Path, name: str, kind: s
         _check(f"{name}:make", cwd=tmp_path, steps_before=1, steps_after=1)
     assert info.value.kind == kind and needle in info.value.message
     assert info.value.next_step
+
+
+SLOW = """\
+import time
+import torch
+
+def make():
+    m = torch.nn.Linear(2, 1)
+    def step_fn(model, batch):
+        time.sleep(600)
+    return {"model": m, "batch": torch.randn(2, 2), "optimizer": torch.optim.SGD(m.parameters(), lr=0.1),
+            "step_fn": step_fn}
+"""
+
+
+def test_cancel_and_timeout_kill_both_processes(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    import psutil
+
+    (tmp_path / "slow.py").write_text(SLOW)
+    me = psutil.Process()
+    cancel = threading.Event()
+    threading.Timer(8.0, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(ResumeError) as info:
+        check_resume(
+            "slow.py:make", python=Path(sys.executable), cwd=tmp_path, timeout_s=300, cancel_event=cancel
+        )
+    assert info.value.kind == "cancelled" and time.monotonic() - started < 60
+    with pytest.raises(ResumeError) as late:
+        check_resume("slow.py:make", python=Path(sys.executable), cwd=tmp_path, timeout_s=10)
+    assert late.value.kind == "timeout" and "pass fewer steps or a larger timeout_s" in (
+        late.value.next_step or ""
+    )
+    time.sleep(1.0)
+    assert not [
+        p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    ]
