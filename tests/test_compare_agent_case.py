@@ -15,7 +15,6 @@ import pytest
 from benchmarks.agent.build import build_case
 from trainsleuth.tools.compare.report import compare_runs, render_text
 from trainsleuth.tools.compare.resume import check_resume, render_resume
-from trainsleuth.tools.logs.extract import extract
 
 ENTRY = """\
 from pathlib import Path
@@ -76,6 +75,8 @@ def test_resume_case_names_the_scheduler(tmp_path: Path) -> None:
 
 def test_resume_case_logs_part_where_the_schedule_restarts() -> None:
     runs = Path(__file__).resolve().parent / "data" / "compare" / "agent_resume_schedule"
+    from trainsleuth.tools.logs import extract  # the package's public API, imported where used
+
     cmp = compare_runs(runs / "full.log", runs / "resumed.log").report
     if not extract(runs / "full.log", []).series:
         # A log reader that cannot read `step 20 loss 1.7781 lr 1.575e-02` lines (the reader of issue

@@ -137,11 +137,7 @@ def pick_log(folder: Path, prefer: str | None = None) -> tuple[Path, str | None]
 
 
 def _read_log(run: Run, target: Path, cancel: threading.Event | None) -> None:
-    # from the defining modules: once `trainsleuth.tools.logs.extract` (the submodule) is imported,
-    # the package attribute `analyze` is the submodule, not the function
-    from trainsleuth.tools.logs.analyze import analyze
-    from trainsleuth.tools.logs.extract import extract
-    from trainsleuth.tools.logs.readers import LogInputError
+    analyze, extract, LogInputError = _log_reader()
 
     try:
         res = extract(target, COMPARED_ROLES, max_points=MAX_POINTS, cancel=cancel)
@@ -177,6 +173,19 @@ def _read_log(run: Run, target: Path, cancel: threading.Event | None) -> None:
         run.notes.append(
             f"long series were thinned to {MAX_POINTS} points (each span's extremes kept) before comparing"
         )
+
+
+def _log_reader() -> tuple[Any, Any, Any]:
+    """The log reader's public entry points. `analyze` is imported first: importing the `extract`
+    submodule first would leave the package attribute `analyze` bound to the `analyze` submodule
+    (Python sets it on first import), for this process and everyone in it."""
+    from trainsleuth.tools.logs import LogInputError, analyze, extract
+
+    if not callable(analyze):  # someone imported the submodule before the package exported it
+        from trainsleuth.tools.logs.analyze import analyze
+    if not callable(extract):
+        from trainsleuth.tools.logs.extract import extract
+    return analyze, extract, LogInputError
 
 
 def _last_per_step(
