@@ -12,9 +12,24 @@ import os
 import sys
 import traceback
 
-# The last six are optional keys check_resume reads (resume_runner.py); other tools ignore them.
-CONTRACT_KEYS = ("model", "batch", "batches", "loss_fn", "optimizer", "step_fn", "setup", "wrap_model",
-                 "scheduler", "scaler", "ema", "next_batch", "save", "load")  # fmt: skip
+# scheduler .. load: optional keys check_resume reads (resume_runner.py); other tools ignore them.
+CONTRACT_KEYS = (
+    "model",
+    "batch",
+    "batches",
+    "loss_fn",
+    "optimizer",
+    "step_fn",
+    "setup",
+    "wrap_model",
+    "state",
+    "scheduler",
+    "scaler",
+    "ema",
+    "next_batch",
+    "save",
+    "load",
+)
 
 
 class EntrypointError(Exception):
