@@ -54,17 +54,14 @@ LOG_CODES: frozenset[str] = frozenset(
 )
 
 # Codes added beyond the spec's tables (allowed: "add new codes freely") are listed here.
-<<<<<<< HEAD
-EXTRA_CODES: set[str] = set()
-# compare_runs / check_resume (issue 20)
-EXTRA_CODES |= {"run_divergence", "resume_not_restored"}
-=======
 EXTRA_CODES: set[str] = {
     # check_distributed (issue 19): a rank that died or raised, and a job that stopped making progress
     "rank_failed",
     "job_hung",
+    # compare_runs / check_resume (issue 20)
+    "run_divergence",
+    "resume_not_restored",
 }
->>>>>>> main
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 
