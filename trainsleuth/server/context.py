@@ -12,6 +12,8 @@ from trainsleuth.server.workspace import PolicyError, WorkspacePolicy
 from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
 
 DEFAULT_MAX_TEXT_CHARS = 20_000
+# A long tool call waits this long for its job, then hands back the job id (clients time out at ~60 s).
+DEFAULT_CALL_WAIT_S = 40.0
 
 
 @dataclass
@@ -23,6 +25,11 @@ class ServerConfig:
     # Interpreters outside the workspaces that tools may launch (besides the server's own).
     allowed_interpreters: list[Path] = field(default_factory=list)
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    # structuredContent over this is cut, the whole result written to .trainsleuth/results/.
+    max_structured_chars: int = DEFAULT_MAX_TEXT_CHARS
+    call_wait_s: float = DEFAULT_CALL_WAIT_S
+    # Explicit inputs a tool only reads (a log, a wheel folder) may lie outside the workspaces.
+    outside_reads: bool = True
 
 
 class ServerContext:

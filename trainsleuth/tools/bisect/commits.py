@@ -35,7 +35,8 @@ from trainsleuth.tools.bisect.common import (
 )
 from trainsleuth.tools.bisect.select import choose_next, estimate_steps
 from trainsleuth.tools.bisect.uvenv import sync_commit_env
-from trainsleuth.tools.jobs import JobCancelled, _git, remove_worktree
+from trainsleuth.tools.job_cleanup import _git, remove_worktree
+from trainsleuth.tools.jobs import JobCancelled
 
 EnvMode = Literal["current", "uv"]
 
