@@ -192,7 +192,7 @@ def job_result(rec: JobRecord, state_dir: Path, config: ServerConfig, *, wrap: b
         structured: dict[str, Any] = {**job_fields(rec), "result": result}
         text = f"{rec.kind} job {rec.id}: succeeded\n{text}"
     else:
-        structured = {**result, "job_id": rec.id}
+        structured = {**result, "job_id": rec.id, "status": rec.status}
     return build_result(
         rec.kind,
         structured,
