@@ -27,9 +27,18 @@ class ServerConfig:
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
     # structuredContent over this is cut, the whole result written to .trainsleuth/results/.
     max_structured_chars: int = DEFAULT_MAX_TEXT_CHARS
-    call_wait_s: float = DEFAULT_CALL_WAIT_S
+    # TRAINSLEUTH_CALL_WAIT_S lowers it for clients with shorter request timeouts (or raises it).
+    call_wait_s: float = field(default_factory=lambda: _env_float("TRAINSLEUTH_CALL_WAIT_S", DEFAULT_CALL_WAIT_S))
     # Explicit inputs a tool only reads (a log, a wheel folder) may lie outside the workspaces.
     outside_reads: bool = True
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
 
 
 class ServerContext:
