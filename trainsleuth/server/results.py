@@ -22,7 +22,8 @@ from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent
 RESULTS_DIR = "results"
 RESULT_URI = "result://{name}"
 _NAME_OK = re.compile(r"^[A-Za-z0-9_.-]+\.json$")
-_NOTE_ROOM = 900  # room kept for the pointer to the full result
+_NOTE_ROOM = 1500  # room kept for the pointer to the full result
+_KEEP_WHOLE = 200  # values smaller than this are never cut
 
 
 def bound_text(text: str, limit: int) -> str:
@@ -40,7 +41,21 @@ def _size(value: Any) -> int:
 
 
 def shrink(value: Any, budget: int, path: str, notes: list[str]) -> Any:
-    """Cut `value` to about `budget` serialized characters, largest parts first; note every cut."""
+    """Cut `value` to at most `budget` serialized characters, largest parts first; note every cut.
+
+    Small values (ids, paths, verdicts) are kept whole; long lists keep their first items.
+    """
+    out = _shrink(value, budget, path, notes)
+    for _ in range(6):  # the estimate is close but not exact: tighten until it fits
+        over = _size(out) - budget
+        if over <= 0:
+            break
+        notes.clear()
+        out = _shrink(value, budget - over - 64, path, notes)
+    return out
+
+
+def _shrink(value: Any, budget: int, path: str, notes: list[str]) -> Any:
     size = _size(value)
     if size <= budget:
         return value
@@ -52,10 +67,10 @@ def shrink(value: Any, budget: int, path: str, notes: list[str]) -> Any:
         out: list[Any] = []
         used = 2
         for item in value:
-            cost = _size(item) + 1
+            cost = _size(item) + 2
             if used + cost > budget:
                 if not out and budget - used > 60:
-                    out.append(shrink(item, budget - used, f"{path}[0]", notes))
+                    out.append(_shrink(item, budget - used, f"{path}[0]", notes))
                 break
             out.append(item)
             used += cost
@@ -66,11 +81,11 @@ def shrink(value: Any, budget: int, path: str, notes: list[str]) -> Any:
         over = size - budget
         out_d = dict(value)
         for key in sorted(sizes, key=lambda k: -sizes[k]):
-            if over <= 0:
+            if over <= 0 or sizes[key] < _KEEP_WHOLE:
                 break
             target = max(sizes[key] - over, 60)
             child = f"{path}.{key}" if path else str(key)
-            out_d[key] = shrink(value[key], target, child, notes)
+            out_d[key] = _shrink(value[key], target, child, notes)
             over -= sizes[key] - _size(out_d[key])
         return out_d
     return value
