@@ -74,12 +74,17 @@ def run_analyze(args: argparse.Namespace) -> int:
         return _error(exc.message, exc.next_step)
     report = build_report(path, collector, errors, stats)
     if args.plot:
+        from trainsleuth.tools.extras import MissingExtra
         from trainsleuth.tools.logs.plot import render_png
 
-        png = render_png(collector, report.events)
+        try:
+            png = render_png(collector, report.events)
+        except MissingExtra as exc:
+            report.notes.append(f"no plot written: {exc.message}")
+            png = b""
         if png is None:
             report.notes.append("no plot written: the log has no metric series")
-        else:
+        elif png:
             try:
                 Path(args.plot).write_bytes(png)
             except OSError as exc:

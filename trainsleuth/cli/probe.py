@@ -130,9 +130,15 @@ def run(args: argparse.Namespace) -> int:
         layers = report.layer_grad_rms
         findings = report.findings
     if args.plot:
-        png = grad_norm_png(layers)
+        from trainsleuth.tools.extras import MissingExtra
+
+        try:
+            png = grad_norm_png(layers)
+        except MissingExtra as exc:
+            print(f"trainsleuth probe: no plot written: {exc.message}", file=sys.stderr)
+            png = b""
         if png is None:
             print("trainsleuth probe: no gradient norms to plot", file=sys.stderr)
-        else:
+        elif png:
             Path(args.plot).write_bytes(png)
     return EXIT_EXPECTATION if _fails(findings, args.fail_on) else EXIT_OK

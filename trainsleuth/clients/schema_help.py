@@ -107,7 +107,7 @@ def example_value(name: str, prop: dict[str, Any]) -> Any:
 
 def _example_number(prop: dict[str, Any], *, integer: bool) -> float | int:
     if "default" in prop:
-        return prop["default"]  # type: ignore[no-any-return]
+        return prop["default"]
     value: float = 1
     if "minimum" in prop:
         value = max(value, prop["minimum"]) if prop["minimum"] > 0 else prop["minimum"]

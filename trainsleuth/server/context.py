@@ -28,7 +28,9 @@ class ServerConfig:
     # structuredContent over this is cut, the whole result written to .trainsleuth/results/.
     max_structured_chars: int = DEFAULT_MAX_TEXT_CHARS
     # TRAINSLEUTH_CALL_WAIT_S lowers it for clients with shorter request timeouts (or raises it).
-    call_wait_s: float = field(default_factory=lambda: _env_float("TRAINSLEUTH_CALL_WAIT_S", DEFAULT_CALL_WAIT_S))
+    call_wait_s: float = field(
+        default_factory=lambda: _env_float("TRAINSLEUTH_CALL_WAIT_S", DEFAULT_CALL_WAIT_S)
+    )
     # Explicit inputs a tool only reads (a log, a wheel folder) may lie outside the workspaces.
     outside_reads: bool = True
 

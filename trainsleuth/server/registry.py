@@ -177,11 +177,25 @@ class ToolCall:
     # Read-only inputs outside the workspaces this call was given: (field, path).
     outside_reads: list[tuple[str, str]] = field(default_factory=list)
     progress_sink: Callable[[float, float | None, str | None], None] | None = None
+    # Lines appended to the text result (e.g. an optional extra that is missing).
+    notes: list[str] = field(default_factory=list)
     _in_thread: bool = False
 
     def add_image(self, png: bytes) -> None:
         """Attach a PNG; it is returned as MCP image content after the text."""
         self.images.append(png)
+
+    def add_plot(self, make: Callable[[], bytes | None]) -> None:
+        """Attach the PNG `make()` draws; without the [plots] extra, say so in the result instead."""
+        from trainsleuth.tools.extras import MissingExtra
+
+        try:
+            png = make()
+        except MissingExtra as exc:
+            self.notes.append(f"No plot: {exc.message}")
+            return
+        if png:
+            self.images.append(png)
 
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress to the client (a no-op when it sent no progress token)."""
@@ -315,7 +329,7 @@ def render_output(out: ToolOutput, call: ToolCall) -> str:
     text = out.render_text()
     if isinstance(out, AnalysisOutput) and out.evidence_id and out.evidence_id not in text:
         text += f"\nStored as evidence {out.evidence_id}."
-    return text + outside_note(call.outside_reads)
+    return text + outside_note(call.outside_reads) + "".join(f"\n{note}" for note in call.notes)
 
 
 def success_result(out: ToolOutput, call: ToolCall) -> CallToolResult:

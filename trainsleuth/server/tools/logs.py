@@ -132,12 +132,17 @@ def analyze_handler(args: AnalyzeLogInput, call: ToolCall) -> AnalyzeLogOutput:
     events = [e for e in report.events if SEVERITY_RANK[e.severity] >= floor]
     page, nxt = paginate(events, args.cursor, args.limit)
     if args.plot:
+        from trainsleuth.tools.extras import MissingExtra
         from trainsleuth.tools.logs.plot import render_png
 
-        png = render_png(collector, report.events)
+        try:
+            png = render_png(collector, report.events)
+        except MissingExtra as exc:
+            report.notes.append(f"no plot: {exc.message}")
+            png = b""
         if png is None:
             report.notes.append("no plot: the log has no metric series to draw")
-        else:
+        elif png:
             call.add_image(png)
     return AnalyzeLogOutput(
         path=report.path,

@@ -110,9 +110,9 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
             message += "\n" + exc.detail[-1500:]
         raise ToolFailure(message, exc.next_step) from None
     call.progress(args.steps, args.steps, "probe finished")
-    png = grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {args.entrypoint}")
-    if png:
-        call.add_image(png)
+    call.add_plot(
+        lambda: grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {args.entrypoint}")
+    )
     return ProbeOutput(
         entrypoint=args.entrypoint,
         interpreter=report.interpreter,
@@ -137,9 +137,7 @@ def read_probe_run(args: ReadProbeRunInput, call: ToolCall) -> ReadProbeRunOutpu
         report = read_run(Path(args.run_dir))
     except ProbeError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None
-    png = grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)")
-    if png:
-        call.add_image(png)
+    call.add_plot(lambda: grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)"))
     return ReadProbeRunOutput(
         run_dir=report.run_dir,
         healthy=report.healthy,

@@ -13,7 +13,12 @@ def grad_norm_png(
     rows = [(n or "(model)", float(v)) for n, v in layers if v and v > 0]
     if not rows:
         return None
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        from trainsleuth.tools.extras import MissingExtra
+
+        raise MissingExtra("the gradient plot", "plots") from None
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
@@ -24,10 +29,12 @@ def grad_norm_png(
     ax.bar(range(len(rows)), [v for _, v in rows], color="#3b6ea5")
     ax.set_yscale("log")
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([n[-28:] for n, _ in rows], rotation=70, ha="right", fontsize=7)
+    ax.set_xticklabels(
+        [n if len(n) <= 28 else "…" + n[-27:] for n, _ in rows], rotation=70, ha="right", fontsize=7
+    )
     ax.set_ylabel("gradient RMS")
     ax.set_title(title)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=0.1)  # long labels are never clipped
     return buf.getvalue()
