@@ -176,6 +176,41 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def _call_lite(target: Any, tool: str, arguments: dict[str, Any]) -> Any:
+    """One call over stdio with the small client (no SDK to load): see clients/lite.py."""
+    from trainsleuth.clients.lite import LiteClient, text_of
+    from trainsleuth.clients.scripted import StepResult
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        of = f"/{total:g}" if total else ""
+        print(f"  [{done:g}{of}] {message or ''}", file=sys.stderr, flush=True)
+
+    with LiteClient(target.command, target.cwd, os.environ) as client:
+        result = client.call_tool(tool, arguments, progress if sys.stderr.isatty() else None)
+    return StepResult(
+        tool, "tool", tool, bool(result.get("isError")), text_of(result.get("content", [])),
+        result.get("structuredContent"),
+    )  # fmt: skip
+
+
+def _list_tools(target: Any) -> list[dict[str, Any]]:
+    """tools/list as plain JSON: the small client over stdio, the SDK's over HTTP."""
+    if not target.url:
+        from trainsleuth.clients.lite import LiteClient
+
+        with LiteClient(target.command, target.cwd, os.environ) as client:
+            return client.list_tools()
+    import anyio
+
+    from trainsleuth.clients.scripted import open_client
+
+    async def main() -> list[Any]:
+        async with open_client(target) as client:
+            return list((await client.list_tools()).tools)
+
+    return [dict(t.model_dump(mode="json", by_alias=True, exclude_none=True)) for t in anyio.run(main)]
+
+
 def run_call(args: argparse.Namespace) -> int:
     import anyio
 
@@ -210,7 +245,7 @@ def run_call(args: argparse.Namespace) -> int:
             return await call_tool(client, args.tool, arguments)
 
     try:
-        result = anyio.run(main)
+        result = anyio.run(main) if target.url else _call_lite(target, args.tool, arguments)
     except Exception as exc:
         return _fail(f"cannot call {args.tool} on {target.describe()}", exc, target)
     if fail_level(args.fail_on) and not result.is_error:
@@ -229,53 +264,36 @@ def run_call(args: argparse.Namespace) -> int:
 
 
 def run_tools(args: argparse.Namespace) -> int:
-    import anyio
-
-    from trainsleuth.clients.scripted import UsageError, open_client
+    from trainsleuth.clients.scripted import UsageError
 
     try:
         target = _target(args)
     except UsageError as exc:
         return _fail("usage", exc)
-
-    async def main() -> list[Any]:
-        async with open_client(target) as client:
-            return list((await client.list_tools()).tools)
-
     try:
-        tools = anyio.run(main)
+        tools = _list_tools(target)
     except Exception as exc:
         return _fail(f"cannot list tools on {target.describe()}", exc, target)
     if args.json:
-        print(json.dumps([_tool_json(t) for t in tools], indent=2))
+        print(json.dumps(tools, indent=2))
     else:
         for t in tools:
-            print(f"{t.name}: {(t.description or '').splitlines()[0] if t.description else ''}")
+            desc = t.get("description") or ""
+            print(f"{t['name']}: {desc.splitlines()[0] if desc else ''}")
     return 0
 
 
-def _tool_json(tool: Any) -> dict[str, Any]:
-    return dict(tool.model_dump(mode="json", by_alias=True, exclude_none=True))
-
-
 def run_describe(args: argparse.Namespace) -> int:
-    import anyio
-
     from trainsleuth.clients.schema_help import describe_tool, example_arguments
-    from trainsleuth.clients.scripted import UsageError, open_client
-    from trainsleuth.server.schema import closest
+    from trainsleuth.clients.scripted import UsageError
+    from trainsleuth.tools.names import closest
 
     try:
         target = _target(args)
     except UsageError as exc:
         return _fail("usage", exc)
-
-    async def main() -> list[Any]:
-        async with open_client(target) as client:
-            return list((await client.list_tools()).tools)
-
     try:
-        tools = {t.name: t for t in anyio.run(main)}
+        tools = {t["name"]: t for t in _list_tools(target)}
     except Exception as exc:
         return _fail(f"cannot list tools on {target.describe()}", exc, target)
     tool = tools.get(args.tool)
@@ -287,12 +305,12 @@ def run_describe(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    data = _tool_json(tool)
+    schema = tool.get("inputSchema") or {}
     if args.json:
-        print(json.dumps({**data, "example_arguments": example_arguments(tool.input_schema)}, indent=2))
+        print(json.dumps({**tool, "example_arguments": example_arguments(schema)}, indent=2))
     else:
         print(
-            describe_tool(tool.name, tool.description or "", tool.input_schema, data.get("annotations", {}))
+            describe_tool(tool["name"], tool.get("description") or "", schema, tool.get("annotations") or {})
         )
     return 0
 
