@@ -185,3 +185,28 @@ def test_fail_on_means_the_same_in_every_subcommand() -> None:
             assert args.fail_on == level
         choices[" ".join(path[:-1])] = parser.parse_args(path).fail_on
     assert set(choices.values()) == {"never"}, choices
+
+
+def test_the_inspector_sees_a_small_list_and_gets_named_argument_errors(workspace: Path, tmp_path: Path) -> None:
+    """The MCP Inspector CLI (a client nobody here wrote): the tool list it receives is within budget
+    and self-contained, and a misnamed argument comes back as isError naming the right one."""
+    from tests.test_e2e_inspector import REPO, inspector, npm_tools_installed
+
+    home = tmp_path / "home"
+    home.mkdir()
+    listed = inspector(workspace, home, "--method", "tools/list")
+    text = json.dumps(listed["tools"], separators=(",", ":"))
+    assert len(text) <= 20_000 and "$ref" not in text
+    npm_tools_installed()
+    proc = subprocess.run(
+        ["npx", "--no-install", "@modelcontextprotocol/inspector", "--cli", TRAINSLEUTH, "serve", "--workspace",
+         str(workspace), "--method", "tools/call", "--tool-name", "extract_metrics", "--tool-arg", "path=x.log",
+         "--tool-arg", "max_point=10"],
+        cwd=REPO, env={**os.environ, "HOME": str(home), "NO_COLOR": "1"}, capture_output=True, text=True,
+        timeout=240,
+    )  # fmt: skip
+    # The Inspector exits 5 for an isError result and prints the result first.
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    called = json.JSONDecoder().raw_decode(proc.stdout.lstrip())[0]
+    assert called["isError"] is True
+    assert "max_point (did you mean 'max_points'?)" in called["content"][0]["text"]

@@ -23,6 +23,9 @@ def close_names(name: str, valid: list[str], n: int = 2) -> list[str]:
     if name.lower() in lowered:
         return [lowered[name.lower()]]
     found = [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.6)]
+    ratios = sorted((difflib.SequenceMatcher(None, name.lower(), v).ratio() for v in lowered), reverse=True)
+    if ratios[0] >= 0.85 and (len(ratios) < 2 or ratios[1] < 0.75):
+        return found[:1]  # a plain misspelling with no close rival: one answer is clearer than two
     words = set(name.lower().replace("-", "_").split("_")) - {""}
     scored = sorted(
         ((len(words & set(v.lower().split("_"))), v) for v in valid if v not in found), key=lambda s: -s[0]
