@@ -231,3 +231,15 @@ async def test_argument_errors_name_every_problem_at_once(
     rejected = [r for r in caplog.records if "rejected arguments" in r.getMessage()]
     assert rejected and all(r.levelno == logging.INFO for r in rejected)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_scalars_given_for_text_arguments_are_read_as_their_json_text(workspace: Path) -> None:
+    """`trainsleuth client call ... --arg command=true` sends a JSON true: for a text argument it means "true"."""
+    _, registry = build_server(ServerConfig(workspaces=[workspace]))
+    tool = registry.tools["bisect_commits"]
+    args = {"repo": ".", "good": "HEAD~1", "bad": "HEAD", "command": True, "timeout_s": 5}
+    validated, parsed, problem = check_arguments("bisect_commits", tool.input_model, tool.schema, args)
+    assert problem is None and validated is not None
+    assert parsed["command"] == "true" and parsed["timeout_s"] == 5
+    _, _, problem = check_arguments("bisect_commits", tool.input_model, tool.schema, {**args, "timeout_s": "soon"})
+    assert problem is not None and "timeout_s:" in problem and "number > 0" in problem

@@ -160,11 +160,15 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
 
 
 def _pre_parse(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """Accept a list or object sent as a JSON string (some clients do that for nested values)."""
+    """Accept a list or object sent as a JSON string (some clients do that for nested values), and a
+    number or boolean where text is expected as its JSON text (`--arg command=true` means "true")."""
     props = schema.get("properties", {})
     out = dict(arguments)
     for key, value in arguments.items():
         kind = props.get(key, {}).get("type")
+        if kind == "string" and isinstance(value, (bool, int, float)):
+            out[key] = json.dumps(value)
+            continue
         if isinstance(value, str) and kind in ("array", "object") and value.strip()[:1] in ("[", "{"):
             try:
                 out[key] = json.loads(value)
