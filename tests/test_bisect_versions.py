@@ -166,7 +166,10 @@ async def test_bisect_versions_over_mcp_with_progress(tmp_path: Path, wheel_dir:
         assert job is not None and job["status"] == "succeeded"
         assert job["first_bad_version"] == "1.6"
         assert "could not install 1.4.1 (skipped)" in result.content[0].text
-        assert f"Read-only input outside the workspace: find_links[0]={wheel_dir.resolve()}" in result.content[0].text
+        assert (
+            f"Read-only input outside the workspace: find_links[0]={wheel_dir.resolve()}"
+            in result.content[0].text
+        )
         assert any(m and m.startswith("step 1 of about") and "tsdemo==" in m for _, _, m in progress)
         # The environments live in the workspace's state folder and are reused by the next call.
         assert list((workspace / ".trainsleuth" / "envs" / "versions").glob("*/pyvenv.cfg"))

@@ -21,8 +21,12 @@ CORE_LIMIT_BYTES = 150_000_000
 
 
 def sh(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600) -> str:
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    assert proc.returncode == 0, f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert proc.returncode == 0, (
+        f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc.stdout
 
 

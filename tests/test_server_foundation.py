@@ -43,7 +43,12 @@ def stdio_params(workspace: Path) -> StdioServerParameters:
 
 
 # The MCP defaults of the hints; tools/list leaves out a hint equal to its default.
-HINT_DEFAULTS = {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False, "open_world_hint": True}
+HINT_DEFAULTS = {
+    "read_only_hint": False,
+    "destructive_hint": True,
+    "idempotent_hint": False,
+    "open_world_hint": True,
+}
 RUNS_USER_CODE = {
     "probe_gradients", "check_distributed", "compare_precision", "diff_checkpoints", "bisect_commits",
     "bisect_versions", "verify_fix",

@@ -23,7 +23,10 @@ INVALID_PARAMS = -32602
 
 def stdio(workspace: Path) -> StdioServerParameters:
     return StdioServerParameters(
-        command=TRAINSLEUTH, args=["serve", "--workspace", str(workspace)], cwd=str(workspace), env=dict(os.environ)
+        command=TRAINSLEUTH,
+        args=["serve", "--workspace", str(workspace)],
+        cwd=str(workspace),
+        env=dict(os.environ),
     )
 
 
@@ -36,9 +39,15 @@ async def _expect_invalid_params(coro, *words: str) -> None:  # type: ignore[no-
 
 
 async def _error_codes(client: Client) -> None:
-    await _expect_invalid_params(client.get_prompt("critical_reveiw", {}), "Unknown prompt", "critical_review")
-    await _expect_invalid_params(client.get_prompt("critical_review", {}), "missing required: investigation_id")
-    await _expect_invalid_params(client.get_prompt("debug_protocol", {"topic": "x"}), "topic: unknown argument")
+    await _expect_invalid_params(
+        client.get_prompt("critical_reveiw", {}), "Unknown prompt", "critical_review"
+    )
+    await _expect_invalid_params(
+        client.get_prompt("critical_review", {}), "missing required: investigation_id"
+    )
+    await _expect_invalid_params(
+        client.get_prompt("debug_protocol", {"topic": "x"}), "topic: unknown argument"
+    )
     await _expect_invalid_params(client.read_resource("failure-mode://no-such-mode"), "no failure mode")
     await _expect_invalid_params(client.read_resource("checklist://no-such-list"), "no checklist")
     await _expect_invalid_params(client.read_resource("result://nope.json"), "no stored result")
@@ -82,8 +91,14 @@ def _train_log(path: Path, steps: int) -> None:
         grad = x[idx].T @ err / 32
         w -= 0.01 * grad
         lines.append(
-            json.dumps({"step": step, "loss": float((err**2).mean()), "grad_norm": float(np.linalg.norm(grad)),
-                        "lr": 0.01})  # fmt: skip
+            json.dumps(
+                {
+                    "step": step,
+                    "loss": float((err**2).mean()),
+                    "grad_norm": float(np.linalg.norm(grad)),
+                    "lr": 0.01,
+                }
+            )
         )
     path.write_text("\n".join(lines) + "\n")
 
@@ -96,7 +111,8 @@ async def test_large_results_are_bounded_and_the_whole_is_a_resource(workspace: 
     server, _ = build_server(ServerConfig(workspaces=[workspace]))
     async with Client(server) as client:
         result = await client.call_tool(
-            "extract_metrics", {"path": "metrics.jsonl", "metrics": ["loss", "grad_norm", "lr"], "max_points": 5000}
+            "extract_metrics",
+            {"path": "metrics.jsonl", "metrics": ["loss", "grad_norm", "lr"], "max_points": 5000},
         )
         assert not result.is_error, result.content[0].text
         structured = result.structured_content
@@ -120,14 +136,18 @@ async def test_large_results_are_bounded_and_the_whole_is_a_resource(workspace: 
 
 
 @pytest.mark.anyio
-async def test_inputs_read_outside_the_workspace_are_allowed_read_only(workspace: Path, tmp_path: Path) -> None:
+async def test_inputs_read_outside_the_workspace_are_allowed_read_only(
+    workspace: Path, tmp_path: Path
+) -> None:
     elsewhere = tmp_path / "runs"
     elsewhere.mkdir()
     _train_log(elsewhere / "train.jsonl", 200)
     async with Client(stdio(workspace)) as client:
         ok = await client.call_tool("analyze_training_log", {"path": str(elsewhere / "train.jsonl")})
         assert not ok.is_error, ok.content[0].text
-        assert f"Read-only input outside the workspace: path={elsewhere / 'train.jsonl'}" in ok.content[0].text
+        assert (
+            f"Read-only input outside the workspace: path={elsewhere / 'train.jsonl'}" in ok.content[0].text
+        )
         assert not list(elsewhere.glob(".trainsleuth*"))  # nothing written there
         # Places where credentials and system state live stay refused, and the refusal says what would allow it.
         for secret, why in (("/etc/hostname", "under /etc"), ("/proc/self/environ", "under /proc")):
@@ -158,7 +178,9 @@ def test_client_tools_json_and_describe(workspace: Path) -> None:
     assert "* versions" in card.stdout and "list of string (>= 2 items)" in card.stdout
     assert 'one of "skip", "bad"; default "skip"' in card.stdout
     assert "trainsleuth client call bisect_versions --arg" in card.stdout
-    as_json = json.loads(run_cli("client", "describe", "analyze_training_log", "--json", cwd=workspace).stdout)
+    as_json = json.loads(
+        run_cli("client", "describe", "analyze_training_log", "--json", cwd=workspace).stdout
+    )
     assert as_json["example_arguments"] == {"path": "train.log"}
     wrong = run_cli("client", "describe", "analyse_training_log", cwd=workspace)
     assert wrong.returncode == 2 and "did you mean 'analyze_training_log'" in wrong.stderr
@@ -187,7 +209,9 @@ def test_fail_on_means_the_same_in_every_subcommand() -> None:
     assert set(choices.values()) == {"never"}, choices
 
 
-def test_the_inspector_sees_a_small_list_and_gets_named_argument_errors(workspace: Path, tmp_path: Path) -> None:
+def test_the_inspector_sees_a_small_list_and_gets_named_argument_errors(
+    workspace: Path, tmp_path: Path
+) -> None:
     """The MCP Inspector CLI (a client nobody here wrote): the tool list it receives is within budget
     and self-contained, and a misnamed argument comes back as isError naming the right one."""
     from tests.test_e2e_inspector import REPO, inspector, npm_tools_installed

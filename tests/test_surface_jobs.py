@@ -152,7 +152,10 @@ async def test_a_client_that_goes_away_cancels_its_job_at_once(
     pidfile, wtfile = tmp_path / "pid", tmp_path / "wt"
     command = f"pwd > {wtfile}; sleep 300 & echo $! > {pidfile}; wait"
     params = StdioServerParameters(
-        command=TRAINSLEUTH, args=["serve", "--workspace", str(workspace)], cwd=str(workspace), env=dict(os.environ)
+        command=TRAINSLEUTH,
+        args=["serve", "--workspace", str(workspace)],
+        cwd=str(workspace),
+        env=dict(os.environ),
     )
     job: dict[str, object] = {}
     with anyio.move_on_after(90):
@@ -213,7 +216,9 @@ def http_server(workspace: Path, token: str, env: dict[str, str]) -> Iterator[in
 
 
 @pytest.mark.anyio
-async def test_long_calls_over_http_relay_progress_and_hand_back_the_job(workspace: Path, history: History) -> None:
+async def test_long_calls_over_http_relay_progress_and_hand_back_the_job(
+    workspace: Path, history: History
+) -> None:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 

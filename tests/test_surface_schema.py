@@ -116,7 +116,9 @@ def _literal_values(annotation: Any) -> list[Any] | None:
 def _compare(model: type[BaseModel], schema: dict[str, Any], where: str, checked: list[str]) -> None:
     props = schema.get("properties", {})
     assert set(props) == set(model.model_fields), where
-    assert set(schema.get("required", [])) == {n for n, f in model.model_fields.items() if f.is_required()}, where
+    assert set(schema.get("required", [])) == {n for n, f in model.model_fields.items() if f.is_required()}, (
+        where
+    )
     for name, info in model.model_fields.items():
         prop = props[name]
         for key, value in _constraints(info.annotation, list(info.metadata)).items():
@@ -130,7 +132,9 @@ def _compare(model: type[BaseModel], schema: dict[str, Any], where: str, checked
         if typing.get_origin(info.annotation) is list or any(
             typing.get_origin(a) is list for a in typing.get_args(info.annotation)
         ):
-            lists = [info.annotation] + [a for a in typing.get_args(info.annotation) if typing.get_origin(a) is list]
+            lists = [info.annotation] + [
+                a for a in typing.get_args(info.annotation) if typing.get_origin(a) is list
+            ]
             inner = typing.get_args(next(t for t in lists if typing.get_origin(t) is list))[0]
             item_literal = _literal_values(inner)
             if isinstance(inner, type) and issubclass(inner, BaseModel):
@@ -192,7 +196,8 @@ async def test_argument_errors_name_every_problem_at_once(
     async with Client(server) as client:
         # The misnamed fields of issue 22 no longer vanish: each is refused with the name it meant.
         started = await client.call_tool(
-            "start_investigation", {"symptom": "loss flat", "when_started": "yesterday", "reproduces": "always"}
+            "start_investigation",
+            {"symptom": "loss flat", "when_started": "yesterday", "reproduces": "always"},
         )
         assert started.is_error
         text = started.content[0].text
@@ -205,7 +210,12 @@ async def test_argument_errors_name_every_problem_at_once(
         # Every missing field at once, nested ones included, with unknown nested names and ranges.
         diag = await client.call_tool(
             "submit_diagnosis",
-            {"investigation_id": "x", "alternatives": ["a"], "proposed_fix": {"chnage": "y"}, "confidence": 3},
+            {
+                "investigation_id": "x",
+                "alternatives": ["a"],
+                "proposed_fix": {"chnage": "y"},
+                "confidence": 3,
+            },
         )
         text = diag.content[0].text.splitlines()[0]
         assert "missing required: symptom, root_cause, mechanism, proposed_fix.change" in text
@@ -227,7 +237,9 @@ async def test_argument_errors_name_every_problem_at_once(
 
         unknown_tool = await client.call_tool("probe_gradient", {})
         assert unknown_tool.is_error
-        assert unknown_tool.content[0].text.startswith("Unknown tool: probe_gradient; did you mean 'probe_gradients'?")
+        assert unknown_tool.content[0].text.startswith(
+            "Unknown tool: probe_gradient; did you mean 'probe_gradients'?"
+        )
     rejected = [r for r in caplog.records if "rejected arguments" in r.getMessage()]
     assert rejected and all(r.levelno == logging.INFO for r in rejected)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -241,5 +253,7 @@ def test_scalars_given_for_text_arguments_are_read_as_their_json_text(workspace:
     validated, parsed, problem = check_arguments("bisect_commits", tool.input_model, tool.schema, args)
     assert problem is None and validated is not None
     assert parsed["command"] == "true" and parsed["timeout_s"] == 5
-    _, _, problem = check_arguments("bisect_commits", tool.input_model, tool.schema, {**args, "timeout_s": "soon"})
+    _, _, problem = check_arguments(
+        "bisect_commits", tool.input_model, tool.schema, {**args, "timeout_s": "soon"}
+    )
     assert problem is not None and "timeout_s:" in problem and "number > 0" in problem

@@ -24,6 +24,7 @@ RESULT_URI = "result://{name}"
 _NAME_OK = re.compile(r"^[A-Za-z0-9_.-]+\.json$")
 _NOTE_ROOM = 1500  # room kept for the pointer to the full result
 _KEEP_WHOLE = 200  # values smaller than this are never cut
+KEEP_RESULTS = 200  # stored full results kept per workspace (oldest removed first)
 
 
 def bound_text(text: str, limit: int) -> str:
@@ -111,7 +112,18 @@ def _spill(tool: str, structured: dict[str, Any], state_dir: Path) -> tuple[str,
     name = f"{tool}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.json"
     path = folder / name
     path.write_text(json.dumps(structured, default=str), encoding="utf-8")
+    _prune(folder)
     return name, path
+
+
+def _prune(folder: Path, keep: int = KEEP_RESULTS) -> None:
+    """Keep the newest `keep` stored results (they are for reading right after the call)."""
+    try:
+        files = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime, reverse=True)
+        for old in files[keep:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def build_result(
