@@ -149,17 +149,16 @@ async def wait_for(
 ) -> JobRecord:
     """Wait for the job to finish (or `wait_s`), relaying each new progress step to the client."""
     deadline = time.monotonic() + max(0.0, wait_s)
-    last: tuple[Any, ...] | None = None
+    last_seq = 0
     while True:
         rec = await anyio.to_thread.run_sync(lambda: mgr.refresh(job_id))
-        if rec.progress_key() != last and rec.progress_message is not None:
-            last = rec.progress_key()
-            await call.aprogress(
-                rec.progress_done, rec.progress_total, f"{rec.progress_message} (job {rec.id})"
-            )
+        steps = await anyio.to_thread.run_sync(mgr.progress_since, job_id, last_seq)
+        for seq, done, total, message in steps:  # every step, however fast they came
+            last_seq = seq
+            await call.aprogress(done, total, f"{message} (job {job_id})")
         if rec.finished or time.monotonic() >= deadline:
             return rec
-        if until_started and rec.progress_message is not None:
+        if until_started and last_seq > 0:
             return rec
         await anyio.sleep(POLL_S)
 

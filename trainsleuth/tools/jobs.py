@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,17 @@ MIGRATIONS = [
     ALTER TABLE jobs ADD COLUMN waiter_started REAL;
     ALTER TABLE jobs ADD COLUMN rendered TEXT;
     ALTER TABLE jobs ADD COLUMN log_path TEXT;
+    """,
+    """
+    CREATE TABLE job_progress (
+        job_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        done REAL NOT NULL,
+        total REAL,
+        message TEXT,
+        current TEXT,
+        PRIMARY KEY (job_id, seq)
+    );
     """,
 ]
 
@@ -259,9 +270,31 @@ class JobManager:
     def _set_progress(
         self, job_id: str, done: float, total: float | None, message: str | None, current: str | None
     ) -> None:
-        self._update(
-            job_id, progress_done=done, progress_total=total, progress_message=message, current=current
-        )
+        """The job's latest progress, and the step appended to its history (so a waiter that polls
+        relays every step, however fast they come)."""
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE jobs SET progress_done = ?, progress_total = ?, progress_message = ?, current = ? "
+                "WHERE id = ?",
+                (done, total, message, current, job_id),
+            )
+            if message is not None:
+                conn.execute(
+                    "INSERT INTO job_progress(job_id, seq, done, total, message, current) VALUES(?, "
+                    "(SELECT COALESCE(MAX(seq), 0) + 1 FROM job_progress WHERE job_id = ?), ?, ?, ?, ?)",
+                    (job_id, job_id, done, total, message, current),
+                )
+        with self._cond:
+            self._cond.notify_all()
+
+    def progress_since(self, job_id: str, after: int) -> list[tuple[int, float, float | None, str]]:
+        """Progress steps of the job after step number `after`: (seq, done, total, message)."""
+        with self.store.connect() as conn:
+            rows = conn.execute(
+                "SELECT seq, done, total, message FROM job_progress WHERE job_id = ? AND seq > ? ORDER BY seq",
+                (job_id, after),
+            ).fetchall()
+        return [(int(r["seq"]), float(r["done"]), r["total"], str(r["message"])) for r in rows]
 
     # -- recovery
     def recover_interrupted(self) -> list[str]:
@@ -514,15 +547,19 @@ class JobManager:
         on_progress: Callable[[JobRecord], None] | None = None,
         cancel_event: threading.Event | None = None,
     ) -> JobRecord:
-        """Wait until the job finishes or `timeout_s` passes; call `on_progress` on every change."""
+        """Wait until the job finishes or `timeout_s` passes; call `on_progress` for every step
+        reported meanwhile (the record passed carries that step's progress)."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         rec = self.get(job_id)
-        last: tuple[Any, ...] | None = None
+        seen = self.progress_since(job_id, 0)[-1:]  # steps before the wait began are not replayed...
+        last_seq = seen[0][0] - 1 if seen else 0  # ...except the current one
         while True:
-            if on_progress is not None and rec.progress_key() != last:
-                last = rec.progress_key()
-                if rec.progress_message is not None:
-                    on_progress(rec)
+            if on_progress is not None:
+                for seq, done, total, message in self.progress_since(job_id, last_seq):
+                    last_seq = seq
+                    on_progress(
+                        replace(rec, progress_done=done, progress_total=total, progress_message=message)
+                    )
             remaining = deadline - time.monotonic()
             if rec.finished or remaining <= 0 or (cancel_event is not None and cancel_event.is_set()):
                 return rec
