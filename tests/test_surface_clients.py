@@ -234,3 +234,16 @@ def test_the_inspector_sees_a_small_list_and_gets_named_argument_errors(
     called = json.JSONDecoder().raw_decode(proc.stdout.lstrip())[0]
     assert called["isError"] is True
     assert "max_point (did you mean 'max_points'?)" in called["content"][0]["text"]
+
+
+@pytest.mark.anyio
+async def test_outside_reads_can_be_turned_off(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "train.log").write_text("step 1 | loss 2.0\nstep 2 | loss 1.9\n")
+    monkeypatch.setenv("TRAINSLEUTH_OUTSIDE_READS", "0")
+    server, _ = build_server(ServerConfig(workspaces=[workspace]))
+    async with Client(server) as client:
+        refused = await client.call_tool("analyze_training_log", {"path": str(tmp_path / "train.log")})
+    assert refused.is_error and "outside the workspace" in refused.content[0].text
+    assert f"--workspace {tmp_path}" in refused.content[0].text

@@ -31,8 +31,14 @@ class ServerConfig:
     call_wait_s: float = field(
         default_factory=lambda: _env_float("TRAINSLEUTH_CALL_WAIT_S", DEFAULT_CALL_WAIT_S)
     )
-    # Explicit inputs a tool only reads (a log, a wheel folder) may lie outside the workspaces.
-    outside_reads: bool = True
+    # Explicit inputs a tool only reads (a log, a wheel folder) may lie outside the workspaces;
+    # TRAINSLEUTH_OUTSIDE_READS=0 in the server's environment refuses them too.
+    outside_reads: bool = field(
+        default_factory=lambda: (
+            os.environ.get("TRAINSLEUTH_OUTSIDE_READS", "1").strip().lower()
+            not in ("0", "no", "false", "off")
+        )
+    )
 
 
 def _env_float(name: str, default: float) -> float:

@@ -10,7 +10,7 @@ written or executed where it is, and the result says so. Places where credential
 state live are refused even then: `/proc`, `/sys`, `/dev`, `/etc`, `/run`, `/var/lib`, ...,
 dot-folders of the home directory (`~/.ssh`, `~/.aws`, `~/.config`, ...), folders and files
 named like keys or secrets, and anything that is not a regular file or folder. A server
-started with `outside_reads=False` (`trainsleuth serve --no-outside-reads`) refuses them all.
+started with `outside_reads=False` (`TRAINSLEUTH_OUTSIDE_READS=0` in its environment) refuses them all.
 """
 
 from __future__ import annotations
