@@ -24,7 +24,7 @@ exit codes:
 examples:
   trainsleuth client call analyze_training_log --arg path=train.log --json
   trainsleuth client call probe_gradients --arg entrypoint=train.py:make --arg steps=3
-  trainsleuth client tools --url http://127.0.0.1:8765/mcp --token "$TOKEN"
+  trainsleuth client tools --url http://127.0.0.1:8765/mcp   # finds the token the server stored
   trainsleuth client describe bisect_versions     # every argument, its bounds, and an example call
   trainsleuth client run ci/trainsleuth.yaml
 """
@@ -41,7 +41,15 @@ def _add_server_options(p: argparse.ArgumentParser) -> None:
         "--workspace", default=None, metavar="PATH", help="workspace for the default server (default: cwd)"
     )
     p.add_argument("--url", default=None, help="connect to a streamable-HTTP server at this URL instead")
-    p.add_argument("--token", default=None, help="bearer token for --url (env: TRAINSLEUTH_TOKEN)")
+    p.add_argument(
+        "--token",
+        default=None,
+        help="bearer token for --url (discouraged: `ps` shows it; default: TRAINSLEUTH_TOKEN, else the token "
+        "file the server made for that address)",
+    )
+    p.add_argument(
+        "--token-file", default=None, metavar="FILE", help="read the bearer token for --url from FILE"
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -81,7 +89,8 @@ def add_parser(sub: Any) -> None:
     run.add_argument("playbook", help="playbook YAML file (format: docs/clients.md)")
     run.add_argument("--json", action="store_true", help="print one JSON object with every step")
     run.add_argument("--url", default=None, help="run against this streamable-HTTP server instead")
-    run.add_argument("--token", default=None, help="bearer token for --url (env: TRAINSLEUTH_TOKEN)")
+    run.add_argument("--token", default=None, help="bearer token for --url (discouraged: `ps` shows it)")
+    run.add_argument("--token-file", default=None, metavar="FILE", help="read the bearer token from FILE")
     run.set_defaults(func=run_playbook_cmd)
     tools = csub.add_parser("tools", help="list the server's tools")
     tools.add_argument(
@@ -112,7 +121,9 @@ def _target(args: argparse.Namespace) -> Any:
 
     from trainsleuth.clients.scripted import ServerTarget, UsageError, default_server_command
 
-    token = args.token or os.environ.get("TRAINSLEUTH_TOKEN") or None
+    token = None
+    if args.url:
+        token = url_token(args.url, args.token, getattr(args, "token_file", None))
     if args.url:
         if args.server:
             raise UsageError("give either --url or --server, not both")
@@ -126,6 +137,26 @@ def _target(args: argparse.Namespace) -> Any:
     if not workspace.is_dir():
         raise UsageError(f"--workspace {args.workspace!r} is not an existing directory")
     return ServerTarget(command=default_server_command(workspace), cwd=workspace)
+
+
+def url_token(url: str, token: str | None, token_file: str | None) -> str | None:
+    """The bearer token for a server URL: --token-file, --token, TRAINSLEUTH_TOKEN, else the token file
+    the server made for that address (see trainsleuth/server/tokens.py)."""
+    from trainsleuth.clients.scripted import UsageError
+    from trainsleuth.server.tokens import TOKEN_ENV, TokenError, find_token, read_token_file
+
+    try:
+        if token_file:
+            return read_token_file(Path(token_file))
+        if token:
+            print("trainsleuth client: warning: --token on the command line is visible to every user in `ps`; "
+                  "prefer --token-file or TRAINSLEUTH_TOKEN", file=sys.stderr)  # fmt: skip
+            return token
+        if os.environ.get(TOKEN_ENV):
+            return os.environ[TOKEN_ENV]
+        return find_token(url)[0]
+    except TokenError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _fail(prefix: str, exc: BaseException, target: Any = None) -> int:
@@ -163,7 +194,13 @@ def _http_hint(url: str, token: str | None) -> str:
     except httpx.HTTPError as exc:
         return f" (the URL cannot be reached: {exc}; is the server running?)"
     if resp.status_code == 401:
-        return " (HTTP 401: missing or wrong bearer token; pass --token or set TRAINSLEUTH_TOKEN)"
+        from trainsleuth.server.tokens import token_path, url_address
+
+        where = token_path(*url_address(url))
+        return (
+            f" (HTTP 401: missing or wrong bearer token. A server on this machine keeps its token in {where}, "
+            "read by this client when it exists; else pass --token-file FILE or set TRAINSLEUTH_TOKEN)"
+        )
     if resp.status_code >= 400:
         return f" (HTTP {resp.status_code} from {url}: {resp.text[:200]})"
     return ""
@@ -320,8 +357,8 @@ def run_playbook_cmd(args: argparse.Namespace) -> int:
 
     from trainsleuth.clients.scripted import StepResult, UsageError, load_playbook, run_playbook
 
-    token = args.token or os.environ.get("TRAINSLEUTH_TOKEN") or None
     try:
+        token = url_token(args.url, args.token, args.token_file) if args.url else None
         playbook = load_playbook(Path(args.playbook), url=args.url, token=token)
     except UsageError as exc:
         return _fail("usage", exc)

@@ -67,12 +67,15 @@ class ServerContext:
     def interpreter(self, python: str | None) -> Path:
         """The interpreter that runs user code: `python` or the project's default.
 
-        It must be inside a workspace, be the server's own interpreter, or be allowed with
-        `--allow-python`; anything else is refused (it would run arbitrary programs). The
-        executable itself is never resolved: every venv's python links to the same base
-        interpreter, yet each venv is a different environment (its own site-packages).
+        Allowed by default: interpreters inside a workspace (its .venv), the active conda env or
+        virtualenv the server was started in, `python` on the server's PATH, and the server's own
+        (see docs/clients.md, "Which Python runs your code"). Others must be allowed by the person
+        (`trainsleuth install CLIENT --python PATH`, i.e. `serve --allow-python PATH`): a tool given
+        an arbitrary executable as "python" would run it. The executable itself is never resolved:
+        every venv's python links to the same base interpreter, yet each venv is a different
+        environment (its own site-packages).
         """
-        import sys
+        from trainsleuth.tools.interpreter import discovered_interpreters
 
         try:
             path = _unlinked(resolve_interpreter(python, self.workspace))
@@ -80,13 +83,19 @@ class ServerContext:
             raise PolicyError(
                 f"python: {exc}; pass an existing interpreter, e.g. the project's .venv/bin/python"
             ) from None
-        allowed = {_unlinked(Path(sys.executable)), *(_unlinked(p) for p in self.config.allowed_interpreters)}
+        found = discovered_interpreters(self.workspace)
+        allowed = {_unlinked(p) for p in found.values()} | {
+            _unlinked(p) for p in self.config.allowed_interpreters
+        }
         if path in allowed or self.policy.contains(path.parent):
             return path
+        known = ", ".join(f"{label} ({p})" for label, p in found.items())
         raise PolicyError(
-            f"python: interpreter {str(path)!r} is outside the workspace and not allowed; tools only run code "
-            "with an interpreter inside a workspace (e.g. its .venv), the server's own, or one allowed with "
-            f"--allow-python. Use the project's .venv, or restart the server with --allow-python {path}"
+            f"python: interpreter {str(path)!r} is outside the workspace and not allowed: it is not one the server "
+            f"runs code with by default ({known}, or one "
+            "inside a workspace). Running code with it needs your permission: reinstall with `trainsleuth install "
+            f"CLIENT --python {path}` (CLIENT: claude-code, cursor, vscode, windsurf or claude-desktop; then restart "
+            f"the client), or start the server with `trainsleuth serve --allow-python {path}`"
         )
 
     @property

@@ -47,6 +47,7 @@ class CheckDistributedInput(AnalysisInput):
     rank_rtol: float = Field(default=1e-6, ge=0, description="Across ranks.")
     python: str | None = None
     timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    hang_s: float = Field(default=90.0, ge=3, le=3600, description="No rank progressing this long is a hang.")
 
 
 class ComparePrecisionInput(AnalysisInput):
@@ -66,10 +67,11 @@ class DumpStacksInput(AnalysisInput):
     samples: int = Field(default=2, ge=1, le=10)
     interval_s: float = Field(default=1.0, ge=0.1, le=30)
     timeout_s: float = Field(default=30.0, gt=0, le=600)
+    flight_recorder: ReadPath | None = Field(default=None, description="Flight Recorder dump folder or file.")
 
 
 class DiffCheckpointsInput(AnalysisInput):
-    a: ReadPath = Field(description="torch.save file or .safetensors.")
+    a: ReadPath = Field(description="torch.save file, .safetensors, or a Hugging Face model folder.")
     b: ReadPath | None = None
     entrypoint: Entrypoint | None = Field(default=None, description="Instead of b: this model's state_dict.")
     rtol: float = Field(default=0.0, ge=0)
@@ -121,6 +123,7 @@ def _fail(exc: AnalysisError) -> ToolFailure:
 
 def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> CheckDistributedOutput:
     from trainsleuth.tools.distributed.check import check_distributed
+    from trainsleuth.tools.distributed.stacks import find_py_spy
 
     entry = args.entrypoint
     python = call.ctx.interpreter(args.python)
@@ -136,6 +139,8 @@ def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> Check
             rtol=args.rtol,
             rank_rtol=args.rank_rtol,
             timeout_s=args.timeout_s,
+            hang_s=args.hang_s,
+            py_spy=find_py_spy(),
             cancel_event=call.cancel_event,
         )
     except AnalysisError as exc:
@@ -180,6 +185,7 @@ def dump_stacks_tool(args: DumpStacksInput, call: ToolCall) -> DumpStacksOutput:
             samples=args.samples,
             interval_s=args.interval_s,
             timeout_s=args.timeout_s,
+            flight_recorder=Path(args.flight_recorder) if args.flight_recorder else None,
             cancel_event=call.cancel_event,
         )
     except AnalysisError as exc:
@@ -240,7 +246,7 @@ def register(registry: ToolRegistry) -> None:
         check_distributed_tool,
         input_model=CheckDistributedInput,
         output_model=CheckDistributedOutput,
-        description="Multi-process runs: tensors that differ across ranks or from one process.",
+        description="Multi-GPU-only bugs: run N ranks; what differs across ranks or from one process, and why a rank died.",
         title="Check distributed",
         read_only=False,
         destructive=True,
@@ -268,7 +274,7 @@ def register(registry: ToolRegistry) -> None:
         dump_stacks_tool,
         input_model=DumpStacksInput,
         output_model=DumpStacksOutput,
-        description="Hangs: stack dumps of a job's processes; ranks stuck in mismatched collectives.",
+        description="Hangs: stack dumps and Flight Recorder records of a job's ranks; mismatched collectives.",
         title="Dump stacks",
         read_only=False,
         destructive=False,
@@ -281,7 +287,7 @@ def register(registry: ToolRegistry) -> None:
         diff_checkpoints_tool,
         input_model=DiffCheckpointsInput,
         output_model=DiffCheckpointsOutput,
-        description="Resume or load problems: compare two checkpoints, or one with a model.",
+        description="Resume or load problems: compare checkpoints (or one with a model) key by key.",
         title="Diff checkpoints",
         read_only=False,
         destructive=True,
