@@ -16,8 +16,8 @@ from trainsleuth.server.registry import (
     AnalysisInput,
     AnalysisOutput,
     Entrypoint,
-    ExistingPath,
     GitRef,
+    ReadPath,
     ToolCall,
     ToolFailure,
     ToolRegistry,
@@ -28,23 +28,13 @@ ISSUE = 20
 
 
 class CompareRunsInput(AnalysisInput):
-    good: ExistingPath = Field(description="The run that works: a log, run folder or probe report.")
-    bad: ExistingPath = Field(description="The run under test (any supported format).")
-    more_good: list[ExistingPath] = Field(
-        default_factory=list,
-        max_length=10,
-        description="More good runs (other seeds): the band is their spread.",
-    )
-    metrics: list[str] = Field(
-        default_factory=list, max_length=20, description="Names or roles (default: all)."
-    )
-    good_ref: GitRef | None = Field(default=None, description="Commit (or pkg==version) of the good run.")
-    bad_ref: GitRef | None = Field(
-        default=None, description="Commit (or pkg==version) of the run under test."
-    )
-    train_command: str | None = Field(
-        default=None, max_length=2000, description="Command that trains and writes the log ({log}: its path)."
-    )
+    good: ReadPath = Field(description="The run that works: log, run folder or probe report.")
+    bad: ReadPath = Field(description="The run under test.")
+    more_good: list[ReadPath] = Field(default_factory=list, max_length=10, description="Other good seeds.")
+    metrics: list[str] = Field(default_factory=list, max_length=20, description="Default: all.")
+    good_ref: GitRef | None = Field(default=None, description="Commit or pkg==version of good.")
+    bad_ref: GitRef | None = Field(default=None, description="Commit or pkg==version of bad.")
+    train_command: str | None = Field(default=None, max_length=2000, description="Writes the log to {log}.")
     plot: bool = Field(default=True, description="Attach a PNG of both runs.")
 
 
@@ -71,13 +61,12 @@ class CompareRunsOutput(AnalysisOutput):
 
 class CheckResumeInput(AnalysisInput):
     entrypoint: Entrypoint = Field(
-        description="file.py:function returning the probe mapping plus optional scheduler, scaler, ema, "
-        "next_batch, save(path), load(path)"
+        description="Probe mapping + optional scheduler, ema, save(path), load(path)"
     )
-    steps_before: int = Field(default=4, ge=1, le=1000, description="Steps before the save.")
-    steps_after: int = Field(default=4, ge=1, le=1000, description="Steps compared after it.")
-    python: str | None = Field(default=None, description="Interpreter (default: the workspace's .venv).")
-    timeout_s: float = Field(default=300.0, gt=0, le=3600, description="Per process; kills the whole tree.")
+    steps_before: int = Field(default=4, ge=1, le=1000)
+    steps_after: int = Field(default=4, ge=1, le=1000)
+    python: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0, le=3600)
 
 
 class CheckResumeOutput(AnalysisOutput):
@@ -240,12 +229,7 @@ def register(registry: ToolRegistry) -> None:
         compare_runs_handler,
         input_model=CompareRunsInput,
         output_model=CompareRunsOutput,
-        description=(
-            "Phase 2, compare with what works: align a good run and a run under test (any log format, run "
-            "folder or probe report); name the first metric to leave the good run's noise band and the order "
-            "of the rest, with a plot. Ranks config/environment differences; offers a bisect with a reproducer "
-            "for two commits or versions."
-        ),
+        description="Comparing with what works: first metric and step where a run leaves a good run's noise.",
         title="Compare runs",
         read_only=False,  # writes the offered reproducer under .trainsleuth/scratch/
         destructive=False,
@@ -257,14 +241,11 @@ def register(registry: ToolRegistry) -> None:
         check_resume_handler,
         input_model=CheckResumeInput,
         output_model=CheckResumeOutput,
-        description=(
-            "Phase 2: train the entrypoint N steps, save (its save(path), else every state_dict), restore in a "
-            "fresh process and continue. Names what the resume did not restore (optimizer, LR scheduler, grad "
-            "scaler, RNG, data position, EMA) and where the runs part."
-        ),
+        description="Comparing with what works: save, restore and continue your training; what was not restored.",
         title="Check resume",
         read_only=False,
-        destructive=False,
+        destructive=True,  # runs the user's code
         idempotent=False,
         open_world=False,
+        long_running=True,
     )
