@@ -40,7 +40,10 @@ Call analysis tools (`analyze_training_log`, `probe_gradients`, `check_distribut
 `diff_checkpoints`, `environment_report`, `bisect_commits`, ...): while one investigation is open,
 each result is stored on it as evidence by itself, with a short id (e1, e2, ...); with several
 open, pass `investigation_id`. Record what you observed yourself with `record_evidence`. Compare
-with a known-good commit, config, environment or run.
+with a known-good commit, config, environment or run: `compare_runs` aligns a good run with the
+failing one, names the first metric that leaves the good run's noise band, ranks their config and
+environment differences, and offers a bisect (with a reproducer to approve) when they come from two
+commits or versions; `check_resume` names what a resume from a checkpoint does not restore.
 
 ## 3. Hypotheses, one at a time (full pathway)
 `propose_hypotheses`: 3-5, most likely first, each with what would confirm it and what would rule

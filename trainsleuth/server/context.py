@@ -13,6 +13,8 @@ from trainsleuth.server.workspace import PolicyError, WorkspacePolicy
 from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
 
 DEFAULT_MAX_TEXT_CHARS = 20_000
+# A long tool call waits this long for its job, then hands back the job id (clients time out at ~60 s).
+DEFAULT_CALL_WAIT_S = 40.0
 
 
 @dataclass
@@ -28,6 +30,28 @@ class ServerConfig:
     # Interpreters outside the workspaces that tools may launch (besides the server's own).
     allowed_interpreters: list[Path] = field(default_factory=list)
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    # structuredContent over this is cut, the whole result written to .trainsleuth/results/.
+    max_structured_chars: int = DEFAULT_MAX_TEXT_CHARS
+    # TRAINSLEUTH_CALL_WAIT_S lowers it for clients with shorter request timeouts (or raises it).
+    call_wait_s: float = field(
+        default_factory=lambda: _env_float("TRAINSLEUTH_CALL_WAIT_S", DEFAULT_CALL_WAIT_S)
+    )
+    # Explicit inputs a tool only reads (a log, a wheel folder) may lie outside the workspaces;
+    # TRAINSLEUTH_OUTSIDE_READS=0 in the server's environment refuses them too.
+    outside_reads: bool = field(
+        default_factory=lambda: (
+            os.environ.get("TRAINSLEUTH_OUTSIDE_READS", "1").strip().lower()
+            not in ("0", "no", "false", "off")
+        )
+    )
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
 
 
 class ServerContext:

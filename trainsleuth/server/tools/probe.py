@@ -11,7 +11,7 @@ from trainsleuth.server.registry import (
     AnalysisInput,
     AnalysisOutput,
     Entrypoint,
-    ExistingPath,
+    ReadPath,
     ToolCall,
     ToolFailure,
     ToolRegistry,
@@ -22,20 +22,11 @@ ISSUE = 5
 
 
 class ProbeInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(
-        description="path/to/file.py:function (relative to the workspace) or package.module:function; "
-        "the function returns {'model', 'batch' or 'batches', optional 'loss_fn', 'optimizer', 'step_fn'}"
-    )
-    steps: int = Field(default=8, ge=1, le=200, description="probe steps on one fixed batch")
-    python: str | None = Field(
-        default=None,
-        description="interpreter that runs the model (default: the workspace's .venv, else the server's own); "
-        "must be inside a workspace, the server's own, or allowed with --allow-python",
-    )
-    timeout_s: float = Field(default=300.0, gt=0, le=3600, description="kill the run (whole tree) after this")
-    memory_limit_mb: float | None = Field(
-        default=None, gt=0, description="kill the run when its process tree exceeds this resident memory"
-    )
+    entrypoint: Entrypoint = Field(description="file.py:fn returning {model, batch, loss_fn?, optimizer?}")
+    steps: int = Field(default=8, ge=1, le=200, description="Steps on one fixed batch.")
+    python: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    memory_limit_mb: float | None = Field(default=None, gt=0)
 
 
 class ProbeOutput(AnalysisOutput):
@@ -65,7 +56,7 @@ class ProbeOutput(AnalysisOutput):
 
 
 class ReadProbeRunInput(AnalysisInput):
-    run_dir: ExistingPath = Field(description="the run_dir given to trainsleuth.probe.attach")
+    run_dir: ReadPath
 
 
 class ReadProbeRunOutput(AnalysisOutput):
@@ -119,9 +110,9 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
             message += "\n" + exc.detail[-1500:]
         raise ToolFailure(message, exc.next_step) from None
     call.progress(args.steps, args.steps, "probe finished")
-    png = grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {args.entrypoint}")
-    if png:
-        call.add_image(png)
+    call.add_plot(
+        lambda: grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {args.entrypoint}")
+    )
     return ProbeOutput(
         entrypoint=args.entrypoint,
         interpreter=report.interpreter,
@@ -146,9 +137,7 @@ def read_probe_run(args: ReadProbeRunInput, call: ToolCall) -> ReadProbeRunOutpu
         report = read_run(Path(args.run_dir))
     except ProbeError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None
-    png = grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)")
-    if png:
-        call.add_image(png)
+    call.add_plot(lambda: grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)"))
     return ReadProbeRunOutput(
         run_dir=report.run_dir,
         healthy=report.healthy,
@@ -169,19 +158,13 @@ def register(registry: ToolRegistry) -> None:
         probe_gradients,
         input_model=ProbeInput,
         output_model=ProbeOutput,
-        description=(
-            "Run the user's model for a few real steps on one fixed batch (in the project's interpreter, "
-            "in a killable subprocess) and report gradient problems: where NaN/Inf first appears (forward "
-            "and backward), exploding/vanishing/imbalanced gradients, dead ReLUs, saturated tanh/sigmoid, "
-            "parameters with no gradient or never updated, update ratios, loss-term imbalance, stale "
-            "gradients, un-normalized inputs, and whether the loss goes down. Returns findings, a per-module "
-            "table and a PNG of per-layer gradient norms."
-        ),
+        description="Investigating or testing a hypothesis: run your model a few steps; where gradients break.",
         title="Probe gradients",
         read_only=False,
-        destructive=False,
+        destructive=True,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -189,14 +172,11 @@ def register(registry: ToolRegistry) -> None:
         read_probe_run,
         input_model=ReadProbeRunInput,
         output_model=ReadProbeRunOutput,
-        description=(
-            "Read findings and trends (loss, gradient norm) written by trainsleuth.probe.attach(model, "
-            "optimizer, every=N, run_dir=...) inside a training loop."
-        ),
+        description="Investigating: read what trainsleuth.probe.attach recorded in a training loop.",
         title="Read probe run",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=False,
         issue=ISSUE,
     )

@@ -86,11 +86,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=StartInvestigationInput,
         output_model=StartInvestigationOutput,
         title="Start an investigation",
-        description=(
-            "Phase 1: open an investigation for a training problem (symptom, expected vs observed, what changed "
-            "or the last good version, a reproducer). Analysis results are then recorded on it automatically. "
-            "Returns the id, the pathway, the next step and relevant checklists."
-        ),
+        description="Call first: open an investigation of a training problem; returns the next step.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -107,7 +103,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=GetInvestigationInput,
         output_model=GetInvestigationOutput,
         title="Get an investigation",
-        description="An investigation with its evidence, hypotheses, diagnoses, fix attempts and whole timestamped timeline.",
+        description="Any phase: an investigation's evidence, hypotheses, diagnosis, fixes, timeline.",
         read_only=True,
         destructive=False,
         idempotent=True,
@@ -119,7 +115,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=ListInvestigationsInput,
         output_model=ListInvestigationsOutput,
         title="List investigations",
-        description="The investigations in this workspace with their phase and next step.",
+        description="Investigations in this workspace with phase and next step.",
         read_only=True,
         destructive=False,
         idempotent=True,
@@ -131,10 +127,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=RecordEvidenceInput,
         output_model=RecordEvidenceOutput,
         title="Record evidence",
-        description=(
-            "Record evidence the assistant observed itself (analysis tools record theirs on the open "
-            "investigation automatically). Returns the short evidence id to cite."
-        ),
+        description="Investigating: record something you observed; returns an evidence id.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -146,10 +139,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=ProposeHypothesesInput,
         output_model=ProposeHypothesesOutput,
         title="Propose hypotheses",
-        description=(
-            "Propose 3-5 ranked hypotheses, each with what would confirm it and what would rule it out. The "
-            "first is put under test; test one at a time."
-        ),
+        description="After investigating: 3-5 ranked hypotheses, tested one at a time.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -161,7 +151,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=ResolveHypothesisInput,
         output_model=ResolveHypothesisOutput,
         title="Resolve a hypothesis",
-        description="Mark the hypothesis under test confirmed or ruled out, citing evidence ids.",
+        description="Mark the hypothesis under test confirmed or ruled out, citing evidence.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -172,14 +162,10 @@ def register(registry: ToolRegistry) -> None:
         submit_diagnosis,
         input_model=SubmitDiagnosisInput,
         output_model=DiagnosisOutput,
-        title="Submit the Gate-4 diagnosis",
-        description=(
-            "Gate 4: root cause with evidence ids, mechanism, the one fix (files and change), the reproducer, and "
-            "what would disprove it. The server runs the reproducer now and refuses a diagnosis it does not "
-            "reproduce. Confidence < 0.8 needs a CONFIRMED record_review before approval."
-        ),
+        title="Submit a diagnosis",
+        description="Once the cause is found: root cause, evidence, one fix, reproducer (run now).",
         read_only=False,
-        destructive=False,
+        destructive=True,  # it runs the reproducer
         idempotent=False,
         open_world=False,
     )
@@ -189,10 +175,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=RecordReviewInput,
         output_model=RecordReviewOutput,
         title="Record a critical review",
-        description=(
-            "Record a critical reviewer's verdict on the current diagnosis (see the critical_review prompt): "
-            "CONFIRMED allows approval; CHALLENGED or INSUFFICIENT_EVIDENCE sends it back to hypotheses."
-        ),
+        description="After a diagnosis: a critical reviewer's verdict (see the critical_review prompt).",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -204,11 +187,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=ApproveDiagnosisInput,
         output_model=ApproveDiagnosisOutput,
         title="Approve a diagnosis",
-        description=(
-            "Ask the person to approve or reject the current diagnosis (or a fix's extra files). Clients with "
-            "elicitation show a dialog; otherwise the server shows the person a one-time code on its own "
-            "terminal/log, and they give it to you for code. A rejection goes back to hypotheses."
-        ),
+        description="Before any fix: a person approves or rejects the diagnosis.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -225,10 +204,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=BeginFixInput,
         output_model=BeginFixOutput,
         title="Begin a fix attempt",
-        description=(
-            "Phase 5: begin a fix attempt on the approved diagnosis; records HEAD and uncommitted changes without "
-            "touching them. Refused without an approved diagnosis, and after three strikes on the problem."
-        ),
+        description="After approval: start one fix attempt (your files are recorded, not touched).",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -240,11 +216,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=VerifyFixInput,
         output_model=VerifyFixOutput,
         title="Verify a fix attempt",
-        description=(
-            "Run the approved reproducer; it resolves only if it passes and nothing changed beyond the approved "
-            "fix's files (else it names the file). Failing is a strike (three halt the problem); revert: true "
-            "restores only what the attempt changed."
-        ),
+        description="After the one change: run the reproducer; pass resolves, three fails halt.",
         read_only=False,
         destructive=True,
         idempotent=False,
@@ -261,11 +233,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=CaptureKnowledgeInput,
         output_model=CaptureKnowledgeOutput,
         title="Capture knowledge",
-        description=(
-            "Phase 6: close a resolved investigation with a root-cause analysis (default .trainsleuth/rca/, or "
-            "rca_dir) and, when asked, a new constraint and fix pattern. With abandon: true and the person's "
-            "agreement, close an unresolved one instead."
-        ),
+        description="Last step: close with a root-cause analysis, constraint and fix pattern.",
         read_only=False,
         destructive=False,
         idempotent=False,

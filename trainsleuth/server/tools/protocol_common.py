@@ -47,7 +47,7 @@ def proto(call: ToolCall) -> Protocol:
 
 
 def iid() -> Any:
-    return Field(description="The investigation id returned by start_investigation.")
+    return Field()
 
 
 class StepOutput(ToolOutput):

@@ -41,35 +41,27 @@ from trainsleuth.server.tools.protocol_common import (
 
 
 class ProposedFixInput(ToolInput):
-    files: list[WorkspacePath] = Field(description="Files the fix will change (at least one).")
-    change: str = Field(description="The one change, described precisely.")
+    files: list[WorkspacePath] = Field(default_factory=list, description="At least one.")
+    change: str = Field(description="The one change.")
 
 
 class SubmitDiagnosisInput(ToolInput):
     investigation_id: str = iid()
     symptom: str
     root_cause: str
-    evidence_ids: list[str] = Field(
-        default_factory=list, description="Evidence ids on this investigation that support the root cause."
-    )
-    mechanism: str = Field(description="Why the root cause produces the symptom.")
+    evidence_ids: list[str] = Field(default_factory=list)
+    mechanism: str = Field(description="Why the cause produces the symptom.")
     proposed_fix: ProposedFixInput
-    reproducer: str | None = Field(
-        default=None,
-        description="Shell command that fails now and passes once fixed (default: the investigation's); the "
-        "server runs it now.",
-    )
+    reproducer: str | None = Field(default=None, description="Default: the investigation's; must fail now.")
     reproducer_timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600)
     side_effects: str = ""
-    will_not_fix: str = Field(default="", description="What this fix will not fix.")
-    confidence: float = Field(ge=0.0, le=1.0, description="0-1; below 0.8 needs a CONFIRMED critical review.")
+    will_not_fix: str = ""
+    confidence: float = Field(ge=0.0, le=1.0)
     alternatives_considered: list[str] = Field(default_factory=list)
-    disproving_observation: str = Field(
-        default="", description="The observation that would disprove the cause."
-    )
-    disproof_looked_for: bool = Field(default=False, description="Whether that observation was looked for.")
+    disproving_observation: str = Field(default="", description="What would disprove the cause.")
+    disproof_looked_for: bool = False
     disproof_result: str | None = None
-    hypothesis_id: str | None = Field(default=None, description="The confirmed hypothesis it rests on.")
+    hypothesis_id: str | None = None
 
 
 class DiagnosisOutput(StepOutput):
@@ -140,12 +132,12 @@ def submit_diagnosis(args: SubmitDiagnosisInput, call: ToolCall) -> DiagnosisOut
 
 class RecordReviewInput(ToolInput):
     investigation_id: str = iid()
-    verdict: Verdict = Field(description="CONFIRMED, CHALLENGED or INSUFFICIENT_EVIDENCE.")
-    reviewer: str = Field(description="Who reviewed (e.g. 'critical-review subagent').")
+    verdict: Verdict
+    reviewer: str
     reasoning: str
     alternative_explanations: list[str] = Field(default_factory=list)
     missing_evidence: list[str] = Field(default_factory=list)
-    diagnosis_id: str | None = Field(default=None, description="Default: the current diagnosis.")
+    diagnosis_id: str | None = None
 
 
 class RecordReviewOutput(DiagnosisOutput):
@@ -186,17 +178,11 @@ def record_review(args: RecordReviewInput, call: ToolCall) -> RecordReviewOutput
 
 class ApproveDiagnosisInput(ToolInput):
     investigation_id: str = iid()
-    diagnosis_id: str | None = Field(default=None, description="Default: the current diagnosis.")
-    code: str | None = Field(
-        default=None,
-        description="Without elicitation: the one-time code the person read on the server's terminal.",
-    )
-    decision: Literal["approve", "reject"] = Field(
-        default="approve",
-        description="Without elicitation: the person's decision (a rejection needs no code).",
-    )
-    approver: str | None = Field(default=None, description="Without elicitation: who decided.")
-    words: str | None = Field(default=None, description="Without elicitation: their own words.")
+    diagnosis_id: str | None = None
+    code: str | None = Field(default=None, description="The person's one-time code.")
+    decision: Literal["approve", "reject"] = "approve"
+    approver: str | None = None
+    words: str | None = None
 
 
 class ApproveDiagnosisOutput(DiagnosisOutput):

@@ -38,12 +38,9 @@ def begin_fix(args: BeginFixInput, call: ToolCall) -> BeginFixOutput:
 
 class VerifyFixInput(ToolInput):
     investigation_id: str = iid()
-    revert: bool = Field(
-        default=False,
-        description="If the reproducer fails, restore the files this attempt changed (other uncommitted work is kept).",
-    )
-    timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600, description="Default: the diagnosis'.")
-    learned: str | None = Field(default=None, description="What this attempt taught, for the record.")
+    revert: bool = Field(default=False, description="On failure, undo only this attempt's changes.")
+    timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    learned: str | None = None
 
 
 class VerifyFixOutput(StepOutput):

@@ -44,37 +44,21 @@ from trainsleuth.server.tools.protocol_common import (
 
 
 class StartInvestigationInput(ToolInput):
-    symptom: str = Field(description="What goes wrong, in one or two sentences.")
-    expected: str | None = Field(default=None, description="What should happen.")
-    observed: str | None = Field(default=None, description="What happens instead (numbers, messages).")
-    started_when: str | None = Field(default=None, description="When it started.")
-    what_changed: str | None = Field(
-        default=None, description="What changed just before (commit, config, env)."
-    )
-    last_good: str | None = Field(
-        default=None, description="The last version or commit that worked (a known change to blame)."
-    )
-    reproducible: Reproducible = Field(default="unknown", description="always, intermittent, no, or unknown.")
+    symptom: str
+    expected: str | None = None
+    observed: str | None = None
+    started_when: str | None = None
+    what_changed: str | None = Field(default=None, description="Commit, config, env, version...")
+    last_good: str | None = Field(default=None, description="Last good version or commit.")
+    reproducible: Reproducible = "unknown"
     reproducer: str | None = Field(
-        default=None,
-        description="Shell command, run in the workspace, that fails now and passes once fixed (the diagnosis' default).",
+        default=None, description="Shell command that fails now and passes once fixed."
     )
-    reproducer_timeout_s: float = Field(
-        default=600, gt=0, le=24 * 3600, description="Timeout for the reproducer."
-    )
-    workspace: WorkspacePath | None = Field(
-        default=None, description="The project folder (default: the first)."
-    )
-    pathway: Pathway | None = Field(
-        default=None, description="quick (obvious cause) or full; default chosen from the description."
-    )
-    fresh: bool = Field(
-        default=False,
-        description="Do not link to an earlier investigation of the same problem (the person must agree).",
-    )
-    code: str | None = Field(
-        default=None, description="With fresh, without elicitation: the person's one-time code."
-    )
+    reproducer_timeout_s: float = Field(default=600, gt=0, le=24 * 3600)
+    workspace: WorkspacePath | None = None
+    pathway: Pathway | None = None
+    fresh: bool = False
+    code: str | None = None
 
 
 class StartInvestigationOutput(ToolOutput):
@@ -252,8 +236,8 @@ def start_investigation(args: StartInvestigationInput, call: ToolCall) -> StartI
 
 class GetInvestigationInput(ToolInput):
     investigation_id: str = iid()
-    include_evidence_data: bool = Field(default=False, description="Include each evidence item's full data.")
-    timeline_cursor: str | None = Field(default=None, description="Cursor for the next page of the timeline.")
+    include_evidence_data: bool = False
+    timeline_cursor: str | None = None
     timeline_limit: int = Field(default=100, ge=1, le=500)
 
 
@@ -331,7 +315,7 @@ def get_investigation(args: GetInvestigationInput, call: ToolCall) -> GetInvesti
 
 
 class ListInvestigationsInput(ToolInput):
-    include_closed: bool = Field(default=True, description="Include resolved and closed investigations.")
+    include_closed: bool = True
     cursor: str | None = None
     limit: int = Field(default=50, ge=1, le=200)
 
@@ -360,9 +344,9 @@ def list_investigations(args: ListInvestigationsInput, call: ToolCall) -> ListIn
 
 class RecordEvidenceInput(ToolInput):
     investigation_id: str = iid()
-    summary: str = Field(description="One line: what was observed.")
+    summary: str
     data: dict[str, Any] | list[Any] | str | None = Field(
-        default=None, description="The observation itself (numbers, output excerpts, file:line)."
+        default=None, description="Numbers, output, file:line."
     )
 
 
@@ -384,9 +368,7 @@ def record_evidence(args: RecordEvidenceInput, call: ToolCall) -> RecordEvidence
 
 class ProposeHypothesesInput(ToolInput):
     investigation_id: str = iid()
-    hypotheses: list[HypothesisSpec] = Field(
-        description="3-5 hypotheses, most likely first; each says what would confirm it and what would rule it out."
-    )
+    hypotheses: list[HypothesisSpec] = Field(description="3-5, most likely first.")
 
 
 class ProposeHypothesesOutput(StepOutput):
@@ -414,10 +396,8 @@ def propose_hypotheses(args: ProposeHypothesesInput, call: ToolCall) -> ProposeH
 class ResolveHypothesisInput(ToolInput):
     investigation_id: str = iid()
     hypothesis_id: str
-    outcome: HypothesisOutcome = Field(description="confirmed or ruled_out.")
-    evidence_ids: list[str] = Field(
-        default_factory=list, description="Evidence ids that decide it (at least one)."
-    )
+    outcome: HypothesisOutcome
+    evidence_ids: list[str] = Field(default_factory=list, description="At least one.")
     note: str | None = None
 
 

@@ -30,43 +30,26 @@ from trainsleuth.server.tools.protocol_common import (
 
 class ConstraintInput(ToolInput):
     title: str
-    rule: str = Field(description="The rule, stated so it can be checked.")
+    rule: str = Field(description="Stated so it can be checked.")
     details: list[str] = Field(default_factory=list)
     category: str | None = None
 
 
 class CaptureKnowledgeInput(ToolInput):
     investigation_id: str = iid()
-    lessons: list[str] = Field(default_factory=list, description="What to remember from this investigation.")
-    no_new_knowledge: bool = Field(default=False, description="Record explicitly that there is nothing new.")
-    no_knowledge_reason: str | None = Field(default=None, description="Why there is nothing new.")
-    rca_dir: WorkspacePath | None = Field(
-        default=None,
-        description="Folder for the RCA (default: the workspace setting, else .trainsleuth/rca; 'docs/rca' puts "
-        "it in the repository).",
-    )
-    constraint: ConstraintInput | None = Field(
-        default=None, description="A new project constraint to append."
-    )
-    constraints_file: WorkspacePath | None = Field(
-        default=None,
-        description="Default: the project's constraints file (.agents/knowledge/constraints.md unless configured).",
-    )
-    fix_pattern: bool = Field(default=False, description="Append a fix-pattern record.")
-    abandon: bool = Field(
-        default=False,
-        description="Close an UNRESOLVED investigation as abandoned instead (the person agrees: elicitation or code).",
-    )
-    abandon_reason: str | None = Field(default=None, description="Why the investigation is abandoned.")
-    code: str | None = Field(
-        default=None, description="Abandoning without elicitation: the person's one-time code."
-    )
-    approver: str | None = Field(default=None, description="Abandoning without elicitation: who agreed.")
-    words: str | None = Field(default=None, description="Abandoning without elicitation: their own words.")
-    fix_patterns_file: WorkspacePath | None = Field(
-        default=None,
-        description="Default: the project's fix-pattern file (.agents/knowledge/fix-patterns.md unless configured).",
-    )
+    lessons: list[str] = Field(default_factory=list)
+    no_new_knowledge: bool = False
+    no_knowledge_reason: str | None = None
+    rca_dir: WorkspacePath | None = None
+    constraint: ConstraintInput | None = None
+    constraints_file: WorkspacePath | None = None
+    fix_pattern: bool = False
+    abandon: bool = Field(default=False, description="Close unresolved; a person confirms.")
+    abandon_reason: str | None = None
+    code: str | None = None
+    approver: str | None = None
+    words: str | None = None
+    fix_patterns_file: WorkspacePath | None = None
 
 
 class CaptureKnowledgeOutput(StepOutput):

@@ -12,6 +12,7 @@ import os
 import sys
 import traceback
 
+# scheduler .. load: optional keys check_resume reads (resume_runner.py); other tools ignore them.
 CONTRACT_KEYS = (
     "model",
     "batch",
@@ -22,6 +23,12 @@ CONTRACT_KEYS = (
     "setup",
     "wrap_model",
     "state",
+    "scheduler",
+    "scaler",
+    "ema",
+    "next_batch",
+    "save",
+    "load",
 )
 
 
