@@ -190,6 +190,10 @@ class Driver:
 
     async def get(self, iid: str) -> dict[str, Any]:
         out = await self.ok("get_investigation", {"investigation_id": iid, "timeline_limit": 500})
+        if "full_result" in out:  # a big investigation: the whole result is kept beside it
+            import json
+
+            out = json.loads(Path(out["full_result"]["path"]).read_text())
         return dict(out["investigation"])
 
 

@@ -44,7 +44,7 @@ async def test_results_become_evidence_and_a_bisect_with_a_finding_settles_it(tm
         assert not log.is_error and "stored as evidence e1 on the open investigation" in text_of(log)
         bisect = await d.ok(
             "bisect_commits",
-            {"repo": str(ws), "good": "HEAD~3", "bad": "HEAD", "command": REPRO, "wait_s": 120},
+            {"repo": str(ws), "good": "HEAD~3", "bad": "HEAD", "command": REPRO},
         )
         assert bisect["status"] == "succeeded" and bisect["evidence_id"] == "e2"
         inv = await d.get(iid)

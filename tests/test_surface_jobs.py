@@ -22,6 +22,7 @@ import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 
+from trainsleuth.protocol.store import default_state_path
 from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
 from trainsleuth.tools.bisect.testing import History, make_history, tree_digest
@@ -42,7 +43,7 @@ def _alive(pid: int) -> bool:
 
 
 def _job_row(workspace: Path, job_id: str) -> dict[str, object]:
-    conn = sqlite3.connect(workspace / ".trainsleuth" / "state.db")
+    conn = sqlite3.connect(default_state_path(workspace))
     conn.row_factory = sqlite3.Row
     try:
         row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -52,7 +53,7 @@ def _job_row(workspace: Path, job_id: str) -> dict[str, object]:
 
 
 def _running_jobs(workspace: Path) -> list[dict[str, object]]:
-    db = workspace / ".trainsleuth" / "state.db"
+    db = default_state_path(workspace)
     if not db.exists():
         return []
     conn = sqlite3.connect(db)

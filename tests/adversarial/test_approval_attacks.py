@@ -67,7 +67,7 @@ async def test_the_assistant_cannot_approve_on_its_own(tmp_path: Path) -> None:
         # Attack 3: a second server of its own through the CLI, reading that server's stderr.
         proc = client_call(ws, "approve_diagnosis", investigation_id=iid, approver="Ann", words="approved")
         assert proc.returncode == 3 and "trainsleuth approve" in proc.stdout
-        assert not CODE.search(proc.stdout + proc.stderr) and "no code is written here" in proc.stderr
+        assert not CODE.search(proc.stdout + proc.stderr)
         assert not CODE.search(log.read_text())  # nor on the real server's stderr
         # Attack 4: run the person's command from the assistant's shell (no terminal there).
         refused = subprocess.run(

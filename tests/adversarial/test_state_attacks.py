@@ -117,7 +117,7 @@ async def test_a_bisect_command_that_edits_the_state_is_detected(tmp_path: Path)
         # Attack: a bisect whose test command rewrites the state through its real path.
         r = await d.c.call_tool(
             "bisect_commits",
-            {"repo": str(ws), "good": "HEAD~1", "bad": "HEAD", "command": attack, "wait_s": 60},
+            {"repo": str(ws), "good": "HEAD~1", "bad": "HEAD", "command": attack},
         )
         assert r is not None
         await d.refused("get_investigation", {"investigation_id": iid}, "altered outside trainsleuth")

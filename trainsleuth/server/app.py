@@ -163,7 +163,7 @@ def _register_results(server: MCPServer, ctx: ServerContext) -> None:
         from trainsleuth.server.results import read_result
 
         try:
-            return read_result(ctx.state_path.parent, name)
+            return read_result(ctx.workspace_files, name)
         except OSError:
             raise ResourceNotFoundError(
                 f"no stored result {name!r}; use the uri given in a cut result's full_result"

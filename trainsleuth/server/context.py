@@ -66,6 +66,13 @@ class ServerContext:
         return self.policy.primary
 
     @property
+    def workspace_files(self) -> Path:
+        """`WORKSPACE/.trainsleuth/` (git-ignored): scratch, RCA documents, spilled results, caches."""
+        from trainsleuth.protocol.location import workspace_dir
+
+        return workspace_dir(self.workspace)
+
+    @property
     def state_path(self) -> Path:
         return self.config.state_path or default_state_path(self.workspace)
 

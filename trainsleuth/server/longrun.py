@@ -127,7 +127,7 @@ async def run_as_job(tool: RegisteredTool[Any, Any], args: BaseModel, call: Tool
         mgr.request_cancel(rec.id)
         raise
     if rec.finished:
-        return job_result(rec, ctx.state_path.parent, ctx.config, wrap=False)
+        return job_result(rec, ctx.workspace_files, ctx.config, wrap=False)
     await anyio.to_thread.run_sync(lambda: mgr.set_waiter(rec.id, False))
     return pending_result(rec, waited=wait_s, background=background)
 

@@ -341,7 +341,7 @@ def success_result(out: ToolOutput, call: ToolCall) -> CallToolResult:
         out.model_dump(mode="json", by_alias=True),
         render_output(out, call),
         call.images,
-        state_dir=call.ctx.state_path.parent,
+        state_dir=call.ctx.workspace_files,
         max_text_chars=cfg.max_text_chars,
         max_structured_chars=cfg.max_structured_chars,
     )
