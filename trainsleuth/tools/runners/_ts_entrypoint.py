@@ -12,7 +12,18 @@ import os
 import sys
 import traceback
 
-CONTRACT_KEYS = ("model", "batch", "batches", "loss_fn", "optimizer", "step_fn", "setup", "wrap_model")
+CONTRACT_KEYS = (
+    "model",
+    "batch",
+    "batches",
+    "loss_fn",
+    "optimizer",
+    "step_fn",
+    "scheduler",
+    "eval_fn",
+    "setup",
+    "wrap_model",
+)
 
 
 class EntrypointError(Exception):
@@ -146,7 +157,7 @@ def validate_contract(result):
                 f"{where} must be a tensor, a tuple/list or a dict of tensors, got {type(b).__name__}",
                 key=key,
             )
-    for name in ("loss_fn", "step_fn", "setup", "wrap_model"):
+    for name in ("loss_fn", "step_fn", "eval_fn", "setup", "wrap_model"):
         if result.get(name) is not None and not callable(result[name]):
             raise EntrypointError("contract_error", f"'{name}' must be callable", key=name)
     opt = result.get("optimizer")
@@ -156,8 +167,19 @@ def validate_contract(result):
             f"'optimizer' must be a torch.optim.Optimizer, got {type(opt).__name__}",
             key="optimizer",
         )
-    if result.get("loss_fn") is not None and result.get("step_fn") is not None:
-        raise EntrypointError("contract_error", "give either 'loss_fn' or 'step_fn', not both", key="step_fn")
+    sched = result.get("scheduler")
+    if sched is not None and not callable(getattr(sched, "step", None)):
+        raise EntrypointError(
+            "contract_error",
+            f"'scheduler' must have a step() method (a torch.optim.lr_scheduler), got {type(sched).__name__}",
+            key="scheduler",
+        )
+    if sched is not None and result.get("step_fn") is not None:
+        raise EntrypointError(
+            "contract_error",
+            "with 'step_fn' the user's step calls scheduler.step() itself; drop 'scheduler'",
+            key="scheduler",
+        )
     out = dict(result)
     out.pop("batch", None)
     out["batches"] = batches

@@ -1,0 +1,1 @@
+"""Real-architecture probe suite: entrypoints built from public model code (no downloads)."""
