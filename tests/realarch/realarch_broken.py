@@ -2,26 +2,41 @@
 
 `BROKEN` lists (entrypoint, expected code, expected module or None). Models come from Hugging Face
 transformers (small configs, no downloads) or standard torch layers; the bug is the only change
-from the matching healthy setup in `healthy.py`.
+from the matching healthy setup in `realarch_healthy.py`.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.realarch.common import BATCH, IMAGE, SEQ, VOCAB, adamw_cosine, adamw_linear_warmup, image_batch, seed, text_batch
-from tests.realarch.healthy import SmallCNN, _bert_cfg
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from realarch_common import (
+    BATCH,
+    IMAGE,
+    VOCAB,
+    adamw_cosine,
+    adamw_linear_warmup,
+    image_batch,
+    seed,
+    text_batch,
+)
+from realarch_healthy import SmallCNN, _bert_cfg
 
 
 def _gpt2() -> nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     return GPT2LMHeadModel(
-        GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=1, eos_token_id=2)
+        GPT2Config(
+            vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=1, eos_token_id=2
+        )
     )
 
 
@@ -111,7 +126,13 @@ def distilbert_regression_broadcast() -> dict[str, Any]:
 
     seed(34)
     cfg = DistilBertConfig(
-        vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64, num_labels=1
+        vocab_size=VOCAB,
+        dim=32,
+        n_layers=2,
+        n_heads=2,
+        hidden_dim=64,
+        max_position_embeddings=64,
+        num_labels=1,
     )
     model = DistilBertForSequenceClassification(cfg)
     batch = text_batch()
@@ -131,7 +152,9 @@ def resnet_log_softmax_over_batch() -> dict[str, Any]:
 
     seed(35)
     model = ResNetForImageClassification(
-        ResNetConfig(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=5)
+        ResNetConfig(
+            embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=5
+        )
     )
     batch = image_batch(5)
 
@@ -176,7 +199,13 @@ def gpt2_evaluates_with_dropout() -> dict[str, Any]:
         with torch.no_grad():
             return m(**batch).loss
 
-    return {"model": model, "batch": text_batch(lm=True), "optimizer": opt, "scheduler": sched, "eval_fn": eval_fn}
+    return {
+        "model": model,
+        "batch": text_batch(lm=True),
+        "optimizer": opt,
+        "scheduler": sched,
+        "eval_fn": eval_fn,
+    }
 
 
 # --------------------------------------------------------------------------- gradient accumulation
@@ -233,7 +262,9 @@ def convnext_missing_zero_grad() -> dict[str, Any]:
     from transformers import ConvNextConfig, ConvNextForImageClassification
 
     seed(40)
-    cfg = ConvNextConfig(num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], num_labels=5, patch_size=4)
+    cfg = ConvNextConfig(
+        num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], num_labels=5, patch_size=4
+    )
     model = ConvNextForImageClassification(cfg)
     opt, sched = adamw_cosine(model, lr=1e-3, betas=(0.9, 0.999), wd=0.05)
 
@@ -266,7 +297,13 @@ def swin_learning_rate_typo_low() -> dict[str, Any]:
 
     seed(42)
     cfg = SwinConfig(
-        image_size=IMAGE, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4, num_labels=5
+        image_size=IMAGE,
+        patch_size=4,
+        embed_dim=16,
+        depths=[1, 1],
+        num_heads=[2, 2],
+        window_size=4,
+        num_labels=5,
     )
     model = SwinForImageClassification(cfg)
     opt, sched = adamw_cosine(model, lr=5e-10, betas=(0.9, 0.999), wd=0.05)
@@ -279,7 +316,13 @@ def vit_head_replaced_after_optimizer() -> dict[str, Any]:
 
     seed(43)
     cfg = ViTConfig(
-        image_size=IMAGE, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, num_labels=1000
+        image_size=IMAGE,
+        patch_size=8,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1000,
     )
     model = ViTForImageClassification(cfg)
     opt, sched = adamw_linear_warmup(model, lr=3e-4)
@@ -297,7 +340,14 @@ def t5_encoder_under_no_grad() -> dict[str, Any]:
 
     seed(44)
     cfg = T5Config(
-        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0, pad_token_id=0
+        vocab_size=VOCAB,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+        pad_token_id=0,
     )
     model = T5ForConditionalGeneration(cfg)
     batch = text_batch()
@@ -308,7 +358,9 @@ def t5_encoder_under_no_grad() -> dict[str, Any]:
             enc = m.encoder(input_ids=b["input_ids"], attention_mask=b["attention_mask"])
         return m(encoder_outputs=enc, attention_mask=b["attention_mask"], labels=b["labels"]).loss
 
-    opt = Adafactor(model.parameters(), lr=1e-3, relative_step=False, scale_parameter=False, warmup_init=False)
+    opt = Adafactor(
+        model.parameters(), lr=1e-3, relative_step=False, scale_parameter=False, warmup_init=False
+    )
     return {"model": model, "batch": batch, "loss_fn": loss_fn, "optimizer": opt}
 
 
@@ -318,7 +370,9 @@ def resnet_raw_pixels() -> dict[str, Any]:
 
     seed(45)
     model = ResNetForImageClassification(
-        ResNetConfig(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=5)
+        ResNetConfig(
+            embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=5
+        )
     )
     batch = image_batch(5)
     batch["pixel_values"] = torch.randint(0, 256, (BATCH, 3, IMAGE, IMAGE)).float()
@@ -338,7 +392,13 @@ def gpt2_log_of_softmax_underflow() -> dict[str, Any]:
         return -torch.log(picked).mean()
 
     opt, sched = adamw_cosine(model)
-    return {"model": model, "batch": text_batch(pad_tail=0), "loss_fn": loss_fn, "optimizer": opt, "scheduler": sched}
+    return {
+        "model": model,
+        "batch": text_batch(pad_tail=0),
+        "loss_fn": loss_fn,
+        "optimizer": opt,
+        "scheduler": sched,
+    }
 
 
 def deep_sigmoid_mlp() -> dict[str, Any]:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.realarch.common import (
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from realarch_common import (
     BATCH,
     IMAGE,
     SEQ,
@@ -69,7 +73,13 @@ def distilbert_sequence_classification() -> dict[str, Any]:
 
     seed(2)
     cfg = DistilBertConfig(
-        vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64, num_labels=2
+        vocab_size=VOCAB,
+        dim=32,
+        n_layers=2,
+        n_heads=2,
+        hidden_dim=64,
+        max_position_embeddings=64,
+        num_labels=2,
     )
     model = DistilBertForSequenceClassification(cfg)
     opt, sched = adamw_linear_warmup(model)
@@ -102,7 +112,9 @@ def gpt2_language_model() -> dict[str, Any]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     seed(4)
-    cfg = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=1, eos_token_id=2)
+    cfg = GPT2Config(
+        vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=1, eos_token_id=2
+    )
     model = GPT2LMHeadModel(cfg)
     opt, sched = adamw_cosine(model)
     return {"model": model, "batch": text_batch(lm=True), "optimizer": opt, "scheduler": sched}
@@ -159,7 +171,9 @@ def t5_conditional_generation() -> dict[str, Any]:
     labels = torch.randint(3, VOCAB, (BATCH, 8))
     labels[:, -2:] = -100
     batch["labels"] = labels
-    opt = Adafactor(model.parameters(), lr=1e-3, relative_step=False, scale_parameter=False, warmup_init=False)
+    opt = Adafactor(
+        model.parameters(), lr=1e-3, relative_step=False, scale_parameter=False, warmup_init=False
+    )
     return {"model": model, "batch": batch, "optimizer": opt}
 
 
@@ -234,7 +248,9 @@ def convnext_image_classification() -> dict[str, Any]:
     from transformers import ConvNextConfig, ConvNextForImageClassification
 
     seed(10)
-    cfg = ConvNextConfig(num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], num_labels=5, patch_size=4)
+    cfg = ConvNextConfig(
+        num_channels=3, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], num_labels=5, patch_size=4
+    )
     model = ConvNextForImageClassification(cfg)
     opt, sched = adamw_cosine(model, lr=1e-3, betas=(0.9, 0.999), wd=0.05)
     return {"model": model, "batch": image_batch(5), "optimizer": opt, "scheduler": sched}
@@ -319,7 +335,9 @@ def deit_image_classification() -> dict[str, Any]:
 def mlp_mnist_style() -> dict[str, Any]:
     """An MLP on flattened 28x28 digits with SGD and momentum, the classic tutorial loop."""
     seed(17)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
+    model = nn.Sequential(
+        nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10)
+    )
     x = ((torch.rand(32, 1, 28, 28) - 0.1307) / 0.3081).clamp(-0.5, 3)
     batch = (x, torch.randint(0, 10, (32,)))
     return {
@@ -345,7 +363,9 @@ class SmallCNN(nn.Module):
             nn.ReLU(),
             nn.MaxPool2d(2),
         )
-        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(32 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, classes))
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(32 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, classes)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x))
@@ -354,7 +374,9 @@ class SmallCNN(nn.Module):
 def cnn_cifar_style() -> dict[str, Any]:
     seed(18)
     model = SmallCNN()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1 * 16 / 128, momentum=0.9, weight_decay=5e-4, nesterov=True)
+    opt = torch.optim.SGD(
+        model.parameters(), lr=0.1 * 16 / 128, momentum=0.9, weight_decay=5e-4, nesterov=True
+    )
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=30, gamma=0.1)
     batch = (torch.randn(16, 3, IMAGE, IMAGE), torch.randint(0, 10, (16,)))
     return {
@@ -395,7 +417,12 @@ def lstm_sequence_tagger() -> dict[str, Any]:
         opt.step()
         return loss.detach()
 
-    return {"model": model, "batches": [(ids, tags), (ids.flip(0), tags.flip(0))], "optimizer": opt, "step_fn": step_fn}
+    return {
+        "model": model,
+        "batches": [(ids, tags), (ids.flip(0), tags.flip(0))],
+        "optimizer": opt,
+        "step_fn": step_fn,
+    }
 
 
 class GRUForecaster(nn.Module):
@@ -427,7 +454,11 @@ def gpt2_grad_accumulation() -> dict[str, Any]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     seed(21)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=1, eos_token_id=2))
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=1, eos_token_id=2
+        )
+    )
     opt, sched = adamw_cosine(model)
     accum = 4
 

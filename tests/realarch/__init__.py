@@ -1,1 +1,0 @@
-"""Real-architecture probe suite: entrypoints built from public model code (no downloads)."""
