@@ -144,6 +144,7 @@ class Recorder:
         self.active = False
         self.paused = False
         self.step = -1
+        self.last_step = None
         self.steps_done = 0
         self.losses = []
         self.loss_terms = {}
@@ -264,6 +265,7 @@ class Recorder:
         """Close the step: record loss, gradients, updates and origins. Returns True if all finite."""
         self.active = False
         k = self.step
+        self.last_step = k
         if loss is None:
             loss = self._loss_seen
         lval = None
@@ -643,6 +645,17 @@ class Recorder:
         gi = self.opt_group.get(id(p))
         used = [lrs[gi] for lrs in self.step_lrs if lrs and gi is not None and gi < len(lrs) and lrs[gi] is not None]
         return max(used) if used else self.opt_ids.get(id(p))
+
+    def trim(self, keep):
+        """Keep only the last `keep` entries of every per-step list (live mode's bounded memory)."""
+        drop = len(self.losses) - keep
+        if drop <= 0:
+            return
+        for lst in (self.losses, self.global_grad_norms, self.micro_backwards):
+            del lst[:drop]
+        for lst in (self.predicted_changes, self.step_lrs):
+            del lst[: min(drop, len(lst))]
+        self.index_offset += drop
 
     def peak_lrs(self):
         """Each param group's learning rate before any schedule (`initial_lr`, set by LR schedulers)."""

@@ -202,7 +202,7 @@ def mode_rules(stats):
                 "train_mode_off",
                 "error",
                 f"The model is in eval mode (model.training is False) during training step {ev.get('step')}: "
-                f"{short_list(mods)} behave as at evaluation time (no dropout, frozen batch-norm statistics). "
+                f"the layers {short_list(mods)} behave as at evaluation time (no dropout, frozen batch-norm statistics). "
                 "Call model.train() before training steps (after every evaluation).",
                 step=ev.get("step"),
                 module=mods[0] if len(mods) == 1 else None,
@@ -212,14 +212,15 @@ def mode_rules(stats):
     ev = stats.get("eval_mode_check")
     if ev and ev.get("active"):
         mods = ev["active"]
+        where = ev.get("source") or "the evaluation step (eval_fn)"
         out.append(
             finding(
                 "dropout_in_eval",
-                "error",
-                f"During the evaluation step (eval_fn), {short_list(mods)} are still in training mode: dropout "
+                "warning" if ev.get("source") else "error",
+                f"During {where}, the layers {short_list(mods)} are still in training mode: dropout "
                 "drops units and batch norm updates its running statistics at evaluation time, so metrics are "
                 "noisy and pessimistic. Call model.eval() before evaluating.",
-                step=None,
+                step=ev.get("step"),
                 module=mods[0] if len(mods) == 1 else None,
                 evidence={"modules": mods, "n_modules": ev.get("n_active"), "hint": "model.eval() before evaluation"},
             )
