@@ -64,11 +64,18 @@ def _fails(findings: list[Any], level: str) -> bool:
     return any(rank[f.severity] >= rank[level] for f in findings)
 
 
-def _error(args: argparse.Namespace, kind: str, message: str, next_step: str | None = None) -> int:
+def _error(
+    args: argparse.Namespace,
+    kind: str,
+    message: str,
+    next_step: str | None = None,
+    traceback: str | None = None,
+) -> int:
     from trainsleuth.cli import EXIT_ERROR
 
     if args.json:
-        print(json.dumps({"ok": False, "error": {"kind": kind, "message": message, "next_step": next_step}}))
+        error = {"kind": kind, "message": message, "next_step": next_step, "traceback": traceback}
+        print(json.dumps({"ok": False, "error": error}))
     print(f"trainsleuth probe: {message}", file=sys.stderr)
     if next_step:
         print(f"next step: {next_step}", file=sys.stderr)
@@ -90,9 +97,11 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": True, **live.model_dump(mode="json"), "healthy": live.healthy}))
         else:
+            from trainsleuth.tools.probe.report import finding_lines
+
             print(f"Live probe run {live.run_dir}: {live.steps_recorded} recorded step(s).")
             for f in live.findings:
-                print("  " + f.one_line())
+                print("\n".join(finding_lines(f)))
             if live.healthy:
                 print("No warnings or errors.")
         layers = live.layer_grad_rms
@@ -126,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
         except ProbeError as exc:
             message = exc.message
             if exc.detail and not args.json:
-                message += "\n" + exc.detail[-1500:]
-            return _error(args, exc.kind, message, exc.next_step)
+                message += "\n" + exc.detail[-4000:]
+            return _error(args, exc.kind, message, exc.next_step, exc.detail)
         if args.json:
             print(json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy}))
         else:

@@ -50,6 +50,9 @@ class ProbeOutput(AnalysisOutput):
     table: list[dict[str, Any]] = Field(description="per-module gradient/parameter norms and update ratios")
     environment: dict[str, Any]
     unknown_keys: list[str] = Field(default_factory=list)
+    requested_steps: int | None = None
+    stopped: str | None = Field(default=None, description="why fewer steps ran than asked")
+    notes: list[str] = Field(default_factory=list, description="what could not be judged, and why")
 
     def render_text(self) -> str:
         from trainsleuth.tools.probe.report import ProbeReport, render_report
@@ -85,7 +88,10 @@ class ReadProbeRunOutput(AnalysisOutput):
             f"Live probe run {self.run_dir}: {self.steps_recorded} recorded step(s) "
             f"({self.first_step}..{self.last_step}), {'healthy' if self.healthy else 'problems found'}."
         ]
-        lines += ["  " + f.one_line() for f in self.findings]
+        from trainsleuth.tools.probe.report import finding_lines
+
+        for f in self.findings:
+            lines += finding_lines(f)
         loss = self.trends.get("loss") or []
         if loss:
             lines.append("Loss trend: " + ", ".join(f"{s}:{v}" for s, v in loss[-12:]))
@@ -134,6 +140,9 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
         table=report.table,
         environment=report.environment,
         unknown_keys=report.unknown_keys,
+        requested_steps=report.requested_steps,
+        stopped=report.stopped,
+        notes=report.notes,
     )
 
 

@@ -26,6 +26,14 @@ CONTRACT_KEYS = (
 )
 
 
+
+def _register_step_pre_hook(hook):
+    """A global optimizer-step pre-hook (every optimizer, including ones wrapped by accelerate)."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    return register_optimizer_step_pre_hook(hook)
+
+
 class EntrypointError(Exception):
     def __init__(self, kind, message, key=None, tb=None):
         super().__init__(message)
@@ -72,6 +80,8 @@ def load_function(spec, cwd=None):
         try:
             module_spec.loader.exec_module(module)
         except BaseException as exc:  # the user's module failed at import time
+            if isinstance(exc, _TrainingRan):
+                raise
             raise EntrypointError(
                 "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
             ) from None
@@ -85,6 +95,8 @@ def load_function(spec, cwd=None):
                 "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
             ) from None
         except BaseException as exc:
+            if isinstance(exc, _TrainingRan):
+                raise
             raise EntrypointError(
                 "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
             ) from None
@@ -187,16 +199,76 @@ def validate_contract(result):
     return out
 
 
+SCRIPT_HELP = (
+    "an entrypoint is a function that builds the model and a batch and returns them "
+    "({'model': ..., 'batch': ...}); to probe a training script as it is, scaffold one: "
+    "`trainsleuth probe --scaffold SCRIPT` (MCP: probe_gradients with scaffold=SCRIPT)"
+)
+
+
+class _TrainingRan(BaseException):
+    pass
+
+
+def _no_training(what):
+    """A global optimizer-step hook that stops code which trains while it is being loaded."""
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    def hook(optimizer, args, kwargs):
+        if getattr(sys.modules.get("_ts_script"), "ACTIVE", False):
+            return  # a scaffolded entrypoint capturing its script on purpose
+        raise _TrainingRan(what)
+
+    return _register_step_pre_hook(hook)
+
+
 def load_contract(spec, cwd=None):
-    fn = load_function(spec, cwd)
+    target = spec.rpartition(":")[0]
+    guard = _no_training(target)
+    try:
+        fn = load_function(spec, cwd)
+    except _TrainingRan:
+        raise EntrypointError(
+            "script_entrypoint",
+            f"importing {target!r} runs training (it called optimizer.step()): it is a training script, "
+            f"not a module with an entrypoint function; {SCRIPT_HELP}",
+        ) from None
+    except EntrypointError as exc:
+        if exc.kind == "import_error" and "SystemExit" in exc.message:
+            raise EntrypointError(
+                "script_entrypoint",
+                f"importing {target!r} exits ({exc.message.split(' failed: ')[-1]}): it parses command-line "
+                f"arguments at import time, so it is a script; {SCRIPT_HELP}",
+                tb=exc.tb,
+            ) from None
+        raise
+    finally:
+        if guard is not None:
+            guard.remove()
+    guard = _no_training(spec)
     try:
         result = fn()
+    except _TrainingRan:
+        raise EntrypointError(
+            "script_entrypoint",
+            f"{spec} runs a training loop (it called optimizer.step()) instead of returning the model; {SCRIPT_HELP}",
+        ) from None
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if type(exc).__name__ == "ScaffoldIncomplete":
+            raise EntrypointError("scaffold_incomplete", f"{spec}: {exc}", key="loss_fn") from None
         raise EntrypointError(
             "entrypoint_raised", f"{spec} raised {type(exc).__name__}: {exc}", tb=_tb_tail()
         ) from None
+    finally:
+        if guard is not None:
+            guard.remove()
+    if result is None:
+        raise EntrypointError("script_entrypoint", f"{spec} returned None; {SCRIPT_HELP}", key="model")
     return validate_contract(result)
 
 
