@@ -22,10 +22,17 @@ ISSUE = 5
 
 
 class ProbeInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(
-        description="path/to/file.py:function (relative to the workspace) or package.module:function; "
-        "the function returns {'model', 'batch' or 'batches', optional 'loss_fn', 'optimizer', 'step_fn'}"
+    entrypoint: Entrypoint | None = Field(
+        default=None,
+        description="file.py:function or package.module:function returning {'model', 'batch', ...} "
+        "(contract: resource probe://entrypoint)",
     )
+    scaffold: ExistingPath | None = Field(
+        default=None,
+        description="a training script (train.py) instead: write an entrypoint for it in "
+        ".trainsleuth/scratch/ and probe that",
+    )
+    script_args: list[str] = Field(default_factory=list, description="arguments for the scaffold script")
     steps: int = Field(default=8, ge=1, le=200, description="probe steps on one fixed batch")
     python: str | None = Field(
         default=None,
@@ -40,6 +47,7 @@ class ProbeInput(AnalysisInput):
 
 class ProbeOutput(AnalysisOutput):
     entrypoint: str
+    scaffold_path: str | None = Field(default=None, description="the entrypoint file written for scaffold")
     interpreter: str
     steps: int
     mode: str
@@ -107,8 +115,26 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
     from trainsleuth.tools.probe.report import ProbeError, run_probe
 
     python = call.ctx.interpreter(args.python)
-    entry = args.entrypoint  # resolved inside the workspace by the registry (Entrypoint)
-    call.progress(0, args.steps, f"probing {args.entrypoint} with {python}")
+    if (args.entrypoint is None) == (args.scaffold is None):
+        raise ToolFailure(
+            "give exactly one of entrypoint (file.py:function) and scaffold (a training script)",
+            "pass entrypoint=train.py:make for an entrypoint function, or scaffold=train.py for a script "
+            "(see the probe://entrypoint resource)",
+        )
+    scaffold_path = None
+    if args.scaffold is not None:
+        from trainsleuth.tools.probe.scaffold import write_scaffold
+
+        try:
+            written = write_scaffold(Path(args.scaffold), call.ctx.workspace, args.script_args)
+        except ProbeError as exc:
+            raise ToolFailure(exc.message, exc.next_step) from None
+        entry = written.entrypoint
+        scaffold_path = written.path
+    else:
+        entry = args.entrypoint  # resolved inside the workspace by the registry (Entrypoint)
+    assert entry is not None
+    call.progress(0, args.steps, f"probing {entry} with {python}")
     try:
         report = run_probe(
             entry,
@@ -121,15 +147,24 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
         )
     except ProbeError as exc:
         message = exc.message
-        if exc.detail and exc.kind in ("import_error", "entrypoint_raised", "step_raised", "runner_failed"):
-            message += "\n" + exc.detail[-1500:]
+        if exc.detail and exc.kind in (
+            "import_error",
+            "entrypoint_raised",
+            "step_raised",
+            "runner_failed",
+            "script_entrypoint",
+        ):
+            message += "\n" + exc.detail[-4000:]
+        if scaffold_path:
+            message = f"{message}\n(scaffold written to {scaffold_path})"
         raise ToolFailure(message, exc.next_step) from None
     call.progress(args.steps, args.steps, "probe finished")
-    png = grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {args.entrypoint}")
+    png = grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {entry}")
     if png:
         call.add_image(png)
     return ProbeOutput(
-        entrypoint=args.entrypoint,
+        entrypoint=entry,
+        scaffold_path=scaffold_path,
         interpreter=report.interpreter,
         steps=report.steps,
         mode=report.mode,
@@ -179,12 +214,11 @@ def register(registry: ToolRegistry) -> None:
         input_model=ProbeInput,
         output_model=ProbeOutput,
         description=(
-            "Run the user's model for a few real steps on one fixed batch (in the project's interpreter, "
-            "in a killable subprocess) and report gradient problems: where NaN/Inf first appears (forward "
-            "and backward), exploding/vanishing/imbalanced gradients, dead ReLUs, saturated tanh/sigmoid, "
-            "parameters with no gradient or never updated, update ratios, loss-term imbalance, stale "
-            "gradients, un-normalized inputs, and whether the loss goes down. Returns findings, a per-module "
-            "table and a PNG of per-layer gradient norms."
+            "Evidence phase: run the user's model for a few real steps on one fixed batch (own interpreter, "
+            "killable subprocess) and report where NaN/Inf starts, gradients that explode, vanish or never "
+            "arrive, untrained parameters, learning rate, loss/label contract bugs and gradient accumulation. "
+            "entrypoint is file.py:function returning {'model', 'batch', ...} (resource probe://entrypoint); "
+            "for a training script pass scaffold=train.py instead."
         ),
         title="Probe gradients",
         read_only=False,

@@ -85,6 +85,8 @@ NEXT_STEPS = {
     "timeout": "probe fewer steps, use a smaller batch, or raise the timeout",
     "out_of_memory": "use a smaller batch or model in the entrypoint, or raise the memory limit",
     "cancelled": "run the probe again when needed",
+    "scaffold_incomplete": "set LOSS_FN = loss_fn in the scaffold file and write loss_fn from the lines shown, then probe it again",
+    "bad_scaffold": "pass the training script (a .py file with the training loop)",
     "no_torch": "install torch in that interpreter, or pass the interpreter of the project's environment (--python)",
     "interpreter_failed": "pass a working Python interpreter (--python)",
 }
@@ -101,6 +103,14 @@ def run_probe(
     cancel_event: threading.Event | None = None,
 ) -> ProbeReport:
     """Probe `entrypoint` for `steps` steps in interpreter `python`; raise ProbeError on bad input."""
+    if entrypoint and ":" not in entrypoint and entrypoint.endswith(".py"):
+        raise ProbeError(
+            "script_entrypoint",
+            f"{entrypoint} is a file, not an entrypoint: an entrypoint names a function "
+            "(path/to/file.py:function) that returns {'model': ..., 'batch': ...}. To probe a training "
+            "script as it is, scaffold an entrypoint from it",
+            NEXT_STEPS["script_entrypoint"].replace("SCRIPT", entrypoint),
+        )
     if not entrypoint or ":" not in entrypoint:
         raise ProbeError(
             "bad_entrypoint",
@@ -125,6 +135,8 @@ def run_probe(
         message = exc.message
         if exc.kind == "no_torch" and str(python) not in message:
             message = f"{message} (interpreter: {python})"
+        if exc.kind == "script_entrypoint":
+            message = message.replace("SCRIPT", entrypoint.rpartition(":")[0])
         if exc.kind == "contract_error" and exc.key:
             message = f"{message} [contract key: {exc.key!r}]"
         if exc.kind == "interpreter_failed" or (
