@@ -22,7 +22,7 @@ project's own interpreter, in a subprocess. It needs either an **entrypoint** or
 ## Route 1: a training script as it is (`scaffold`)
 
     probe_gradients(scaffold="train.py", script_args=["--batch_size=4", "--compile=False"])
-    trainsleuth probe --scaffold train.py --script-args '--batch_size=4 --compile=False'
+    trainsleuth probe --scaffold train.py --script-args='--batch_size=4 --compile=False'
 
 writes `.trainsleuth/scratch/probe_train.py` (git-ignored; writable at every protocol phase) and
 probes it. Its `make()` runs `train.py` with those arguments until the first `optimizer.step()`,
