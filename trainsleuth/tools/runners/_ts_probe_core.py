@@ -351,12 +351,15 @@ class Recorder:
                 diffs = [(n - o) for n, o in zip(news, olds)]  # noqa: B905
                 dns = [float(torch.linalg.vector_norm(d.float())) for d in diffs]
                 ons = [float(torch.linalg.vector_norm(o.float())) for o in olds]
+            pairs = [
+                (self.params[i][1].grad.detach(), diffs[j])
+                for j, i in enumerate(idx)
+                if dns[j] != 0.0 and self.params[i][1].grad is not None and self.params[i][1].grad.shape == diffs[j].shape
+            ]
             dot = 0.0
-            for j, i in enumerate(idx):
-                g = self.params[i][1].grad
-                if g is not None and dns[j] != 0.0 and g.shape == diffs[j].shape:
-                    dot += float((g.detach().float() * diffs[j].float()).sum())
-            del diffs
+            if pairs:  # one synchronisation for the whole model, not one per parameter
+                dot = float(torch.stack([(g.float() * d.float()).sum() for g, d in pairs]).sum())
+            del diffs, pairs
         _put(self.predicted_changes, self.steps_done - self.index_offset, dot if math.isfinite(dot) else None)
         _put(self.step_lrs, self.steps_done - self.index_offset, self._lrs)
         for j, i in enumerate(idx):
