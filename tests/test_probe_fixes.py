@@ -256,4 +256,4 @@ def test_cli_json_error_carries_the_full_traceback(tmp_path: Path) -> None:
     )
     err = json.loads(proc.stdout)["error"]
     assert err["kind"] == "step_raised"
-    assert "entry.py\", line 3, in loss" in err["traceback"] and "my_loss_helper" in err["traceback"]
+    assert 'entry.py", line 3, in loss' in err["traceback"] and "my_loss_helper" in err["traceback"]

@@ -112,7 +112,11 @@ def test_every_step_numbers_start_at_zero_and_carry_update_ratios(tmp_path: Path
     assert [r["step"] for r in lines] == list(range(len(lines)))
     assert len(lines) >= 8
     measured = [r["step"] for r in lines if r["median_update_ratio"] is not None]
-    assert measured and measured[0] == 0 and all(isinstance(r["median_update_ratio"], float) for r in lines if r["step"] in measured)
+    assert (
+        measured
+        and measured[0] == 0
+        and all(isinstance(r["median_update_ratio"], float) for r in lines if r["step"] in measured)
+    )
 
 
 def test_no_grad_forward_in_training_mode_is_dropout_in_eval(tmp_path: Path) -> None:

@@ -131,10 +131,14 @@ def run(args: argparse.Namespace) -> int:
             except ProbeError as exc:
                 return _error(args, exc.kind, exc.message, exc.next_step)
             except ValueError as exc:
-                return _error(args, "bad_scaffold", f"--script-args: {exc}", "quote the arguments as one string")
+                return _error(
+                    args, "bad_scaffold", f"--script-args: {exc}", "quote the arguments as one string"
+                )
             args.entrypoint = scaffold.entrypoint
             if not args.json:
-                print(f"Wrote {scaffold.path} (entrypoint {scaffold.entrypoint}); probing it.", file=sys.stderr)
+                print(
+                    f"Wrote {scaffold.path} (entrypoint {scaffold.entrypoint}); probing it.", file=sys.stderr
+                )
         if not args.entrypoint:
             print(
                 "trainsleuth probe: give ENTRYPOINT (path/to/file.py:function), --scaffold SCRIPT or --read RUN_DIR",
@@ -167,7 +171,9 @@ def run(args: argparse.Namespace) -> int:
             return _error(args, exc.kind, message, exc.next_step, exc.detail)
         if args.json:
             extra = {"scaffold": scaffold.model_dump()} if scaffold else {}
-            print(json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy, **extra}))
+            print(
+                json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy, **extra})
+            )
         else:
             print(render_report(report))
         layers = report.layer_grad_rms

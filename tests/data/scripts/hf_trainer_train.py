@@ -16,7 +16,11 @@ class TokenDataset(torch.utils.data.Dataset):
         return len(self.ids)
 
     def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones_like(self.ids[i]), "labels": self.labels[i]}
+        return {
+            "input_ids": self.ids[i],
+            "attention_mask": torch.ones_like(self.ids[i]),
+            "labels": self.labels[i],
+        }
 
 
 def main():
@@ -28,7 +32,12 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, num_labels=3
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=3,
     )
     model = BertForSequenceClassification(config)
     training_args = TrainingArguments(

@@ -36,7 +36,9 @@ class Block(nn.Module):
         self.ln_1 = nn.LayerNorm(n_embd)
         self.attn = nn.MultiheadAttention(n_embd, n_head, dropout=dropout, batch_first=True)
         self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd), nn.Dropout(dropout))
+        self.mlp = nn.Sequential(
+            nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd), nn.Dropout(dropout)
+        )
 
     def forward(self, x):
         t = x.shape[1]
@@ -103,7 +105,7 @@ X, Y = get_batch()
 for it in range(max_iters):
     for group in optimizer.param_groups:
         group["lr"] = get_lr(it)
-    for micro_step in range(gradient_accumulation_steps):
+    for _micro_step in range(gradient_accumulation_steps):
         logits, loss = model(X, Y)
         loss = loss / gradient_accumulation_steps
         X, Y = get_batch()

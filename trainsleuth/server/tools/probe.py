@@ -122,6 +122,7 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
             "(see the probe://entrypoint resource)",
         )
     scaffold_path = None
+    entry: str | None
     if args.scaffold is not None:
         from trainsleuth.tools.probe.scaffold import write_scaffold
 

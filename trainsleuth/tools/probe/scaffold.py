@@ -112,9 +112,15 @@ def write_scaffold(script: Path, workspace: Path, argv: list[str] | None = None)
         rel = str(script)
     entry = f"{target.relative_to(workspace)}:make"
     target.write_text(
-        TEMPLATE.format(rel=rel, entry=entry, script=str(script), argv=list(argv or []), runners=str(RUNNERS_DIR)),
+        TEMPLATE.format(
+            rel=rel, entry=entry, script=str(script), argv=list(argv or []), runners=str(RUNNERS_DIR)
+        ),
         encoding="utf-8",
     )
     return Scaffold(
-        path=str(target), entrypoint=f"{target}:make", script=str(script), argv=list(argv or []), training_calls=calls
+        path=str(target),
+        entrypoint=f"{target}:make",
+        script=str(script),
+        argv=list(argv or []),
+        training_calls=calls,
     )

@@ -26,7 +26,6 @@ CONTRACT_KEYS = (
 )
 
 
-
 def _register_step_pre_hook(hook):
     """A global optimizer-step pre-hook (every optimizer, including ones wrapped by accelerate)."""
     from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -213,7 +212,7 @@ class _TrainingRan(BaseException):
 def _no_training(what):
     """A global optimizer-step hook that stops code which trains while it is being loaded."""
     try:
-        import torch
+        import torch.optim  # noqa: F401  (the hook needs torch; without it nothing can train)
     except ImportError:
         return None
 

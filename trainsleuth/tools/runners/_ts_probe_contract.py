@@ -122,7 +122,9 @@ class LossWatch(TorchFunctionMode):
         self._codes.add(code)
         if module is not None:
             evidence = {**evidence, "params": self.rec.module_params(module)[:6]}
-        self.findings.append(finding(code, severity, message, step=self.step, module=module, evidence=evidence))
+        self.findings.append(
+            finding(code, severity, message, step=self.step, module=module, evidence=evidence)
+        )
 
     # ------------------------------------------------------------------ dispatch
 
@@ -147,9 +149,12 @@ class LossWatch(TorchFunctionMode):
             if name == "cross_entropy" and not self._ce_seen:
                 self._ce_seen = True
                 self._check_initial_loss(args, kwargs, out)
-            if isinstance(out, torch.Tensor) and not out.requires_grad:
-                if any(self._from_batch(a) for a in args if isinstance(a, torch.Tensor)):
-                    self._taint(out)
+            if (
+                isinstance(out, torch.Tensor)
+                and not out.requires_grad
+                and any(self._from_batch(a) for a in args if isinstance(a, torch.Tensor))
+            ):
+                self._taint(out)
         except Exception as exc:
             self.rec.internal(exc)
         return out
@@ -212,8 +217,8 @@ class LossWatch(TorchFunctionMode):
             if xd.numel() < 2 or xd.shape[cdim] < 2 or not bool(torch.isfinite(xd).all()):
                 return
             nonneg = float(xd.min()) >= 0.0 and float(xd.max()) <= 1.0
-            sums_c = (xd.sum(cdim) - 1).abs().max() if nonneg else None
-            prob_c = nonneg and float(sums_c) < NORM_TOL
+            sums_c = float((xd.sum(cdim) - 1).abs().max()) if nonneg else None
+            prob_c = sums_c is not None and sums_c < NORM_TOL
             lse_c = float(torch.logsumexp(xd, cdim).abs().max())
             nonpos = float(xd.max()) <= 1e-6
             other = [d for d in range(xd.dim()) if d != cdim and xd.shape[d] > 1]
@@ -228,7 +233,12 @@ class LossWatch(TorchFunctionMode):
                     "loss); cross_entropy applies log_softmax itself and expects logits, so the gradient "
                     "is squashed and the model learns slowly or not at all.",
                     module,
-                    {"call": where, "expects": "logits", "got": "probabilities", "max_row_sum_error": _f(sums_c)},
+                    {
+                        "call": where,
+                        "expects": "logits",
+                        "got": "probabilities",
+                        "max_row_sum_error": _f(sums_c),
+                    },
                 )
             elif prob_other:
                 self._wrong_axis(name, where, module, cdim, prob_other[0], "probabilities")
@@ -255,7 +265,12 @@ class LossWatch(TorchFunctionMode):
                 "nll_loss expects log-probabilities, so the loss is unbounded below; apply log_softmax "
                 "or use cross_entropy.",
                 module,
-                {"call": where, "expects": "log-probabilities", "got": "raw scores", "max_abs_logsumexp": _f(lse_c)},
+                {
+                    "call": where,
+                    "expects": "log-probabilities",
+                    "got": "raw scores",
+                    "max_abs_logsumexp": _f(lse_c),
+                },
             )
 
     def _wrong_axis(self, name, where, module, cdim, dim, kind):

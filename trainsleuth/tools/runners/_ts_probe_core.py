@@ -27,7 +27,17 @@ except ImportError:  # imported from the runner's own folder (user's interpreter
 
 RELU_TYPES = ("ReLU", "ReLU6")
 SAT_TYPES = {"Tanh": "tanh", "Sigmoid": "sigmoid"}
-MODE_TYPES = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
+MODE_TYPES = (
+    "Dropout",
+    "Dropout1d",
+    "Dropout2d",
+    "Dropout3d",
+    "AlphaDropout",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "SyncBatchNorm",
+)
 SKIP_INPUT_WORDS = ("mask", "label", "target")
 MAX_EVENTS = 50000
 MAX_PARAMS_REPORTED = 5000
@@ -122,7 +132,8 @@ class Recorder:
         self.pstats = [_ParamStat() for _ in self.params]
         with torch.no_grad():
             self.init_norms = [
-                float(torch.linalg.vector_norm(p.detach().float())) if p.numel() else 0.0 for _, p in self.params
+                float(torch.linalg.vector_norm(p.detach().float())) if p.numel() else 0.0
+                for _, p in self.params
             ]
         self.owner = [name.rpartition(".")[0] for name, _ in self.params]
         self._owned = {}  # type: dict
@@ -343,8 +354,9 @@ class Recorder:
         with torch.no_grad():
             olds = [snapshot[i] for i in idx]
             news = [self.params[i][1].detach() for i in idx]
+            diffs = []  # type: list
             try:  # one fused pass per list where the torch build supports it
-                diffs = torch._foreach_sub(news, olds)
+                diffs = list(torch._foreach_sub(news, olds))
                 dns = [float(x) for x in torch._foreach_norm(diffs)]
                 ons = [float(x) for x in torch._foreach_norm(olds)]
             except Exception:
@@ -354,7 +366,9 @@ class Recorder:
             pairs = [
                 (self.params[i][1].grad.detach(), diffs[j])
                 for j, i in enumerate(idx)
-                if dns[j] != 0.0 and self.params[i][1].grad is not None and self.params[i][1].grad.shape == diffs[j].shape
+                if dns[j] != 0.0
+                and self.params[i][1].grad is not None
+                and self.params[i][1].grad.shape == diffs[j].shape
             ]
             dot = 0.0
             if pairs:  # one synchronisation for the whole model, not one per parameter
@@ -646,7 +660,11 @@ class Recorder:
     def _effective_lr(self, p):
         """The largest learning rate the parameter's group stepped with (a warmup starts at 0)."""
         gi = self.opt_group.get(id(p))
-        used = [lrs[gi] for lrs in self.step_lrs if lrs and gi is not None and gi < len(lrs) and lrs[gi] is not None]
+        used = [
+            lrs[gi]
+            for lrs in self.step_lrs
+            if lrs and gi is not None and gi < len(lrs) and lrs[gi] is not None
+        ]
         return max(used) if used else self.opt_ids.get(id(p))
 
     def trim(self, keep):
@@ -752,4 +770,11 @@ class Recorder:
         }
 
 
-__all__ = ["Recorder", "extract_loss", "iter_tensors", "mode_sensitive_modules", "module_table", "tensor_finite"]
+__all__ = [
+    "Recorder",
+    "extract_loss",
+    "iter_tensors",
+    "mode_sensitive_modules",
+    "module_table",
+    "tensor_finite",
+]

@@ -21,7 +21,11 @@ def nonfinite_rules(stats, losses):
                     "nonfinite_loss",
                     "error",
                     f"The loss is {_f(loss)} at probe step {i}"
-                    + (" and is created in the loss function: the model's outputs were finite." if "created_in" in ev else "."),
+                    + (
+                        " and is created in the loss function: the model's outputs were finite."
+                        if "created_in" in ev
+                        else "."
+                    ),
                     step=i,
                     metric="loss",
                     evidence=ev,
@@ -42,12 +46,16 @@ def nonfinite_rules(stats, losses):
             msg = f"NaN/Inf first appears in the forward pass at {display(mod)} ({origin.get('type')}): its inputs were finite, its output is not."
         before = origin.get("nonfinite_params_before_step")
         if before:
-            msg += f" Its parameters {', '.join(before[:3])} were already non-finite during that forward pass."
+            msg += (
+                f" Its parameters {', '.join(before[:3])} were already non-finite during that forward pass."
+            )
         elif before is not None:
             msg += " Its own parameters were finite during that forward pass."
         ev = {k: v for k, v in origin.items() if k not in ("module", "step")}
         out.append(
-            finding("nonfinite_forward", "error", msg, step=origin.get("step"), module=mod or None, evidence=ev)
+            finding(
+                "nonfinite_forward", "error", msg, step=origin.get("step"), module=mod or None, evidence=ev
+            )
         )
     borigin = stats.get("backward_origin")
     if borigin and not origin:

@@ -7,7 +7,17 @@
 import math
 
 try:
-    from ._ts_probe_util import MAX_LISTED, THRESHOLDS, _f, _finite, _num, display, finding, highest_modules, short_list
+    from ._ts_probe_util import (
+        MAX_LISTED,
+        THRESHOLDS,
+        _f,
+        _finite,
+        _num,
+        display,
+        finding,
+        highest_modules,
+        short_list,
+    )
 except ImportError:  # the runner's own folder (user's interpreter)
     from _ts_probe_util import (  # type: ignore[no-redef]
         MAX_LISTED,
@@ -80,7 +90,7 @@ def no_gradient(stats, trainable, grad_steps, modules, notes):
             f"Zero-initialised weights ({short_list(zero_weights)}) block the gradient of the layers below them "
             "until their first update; those layers were not judged for no_gradient."
         )
-    out = []
+    out = []  # type: list
     if not lacking:
         return out
     called = {m["name"]: m.get("calls", 0) for m in modules}
@@ -138,7 +148,10 @@ def params_not_updated(stats, trainable, grad_steps, rms, floor, top_rms, module
     if not stuck:
         return []
     with_grad = {m: [n for n in ps if n in rms and rms[n] > floor] for m, ps in pbm.items()}
-    groups = [(mod, [n for n in with_grad.get(mod, []) if n in stuck], []) for mod in highest_modules(stuck, with_grad)]
+    groups = [  # type: list
+        (mod, [n for n in with_grad.get(mod, []) if n in stuck], [])
+        for mod in highest_modules(stuck, with_grad)
+    ]
     covered = {n for _, names, _ in groups for n in names}
     # parameters stuck for a definite reason (missing from the optimizer, lr 0) whose module
     # also holds parameters that do move: compared per parameter, reported under their module
@@ -206,7 +219,11 @@ def mode_rules(stats):
                 "Call model.train() before training steps (after every evaluation).",
                 step=ev.get("step"),
                 module=mods[0] if len(mods) == 1 else None,
-                evidence={"modules": mods, "n_modules": ev.get("n_modules"), "hint": "model.train() after evaluation"},
+                evidence={
+                    "modules": mods,
+                    "n_modules": ev.get("n_modules"),
+                    "hint": "model.train() after evaluation",
+                },
             )
         )
     ev = stats.get("eval_mode_check")
@@ -222,7 +239,11 @@ def mode_rules(stats):
                 "noisy and pessimistic. Call model.eval() before evaluating.",
                 step=ev.get("step"),
                 module=mods[0] if len(mods) == 1 else None,
-                evidence={"modules": mods, "n_modules": ev.get("n_active"), "hint": "model.eval() before evaluation"},
+                evidence={
+                    "modules": mods,
+                    "n_modules": ev.get("n_active"),
+                    "hint": "model.eval() before evaluation",
+                },
             )
         )
     return out
@@ -238,7 +259,9 @@ def accumulation_rules(stats):
     cos = _num(acc.get("cosine"))
     kept = _num(acc.get("kept_cosine"))
     ev = {k2: v for k2, v in acc.items() if k2 != "skipped"}
-    ev["reference"] = "the gradient of one batch k times larger (the whole batch given to step_fn), same parameters, dropout and batch norm in eval mode for both"
+    ev["reference"] = (
+        "the gradient of one batch k times larger (the whole batch given to step_fn), same parameters, dropout and batch norm in eval mode for both"
+    )
     if kept is not None and kept < 1 - 1e-3:
         msg = (
             f"The gradient at optimizer.step is not the sum of the {k} micro-batches' gradients (cosine "
@@ -246,13 +269,23 @@ def accumulation_rules(stats):
             "accumulation loop."
         )
         ev["hint"] = "call zero_grad() once per optimizer step, after optimizer.step(), not per micro-batch"
-    elif ratio is not None and cos is not None and cos >= t["accum_min_cos"] and abs(ratio - k) / k < t["accum_ratio_tol"] and k >= 2:
+    elif (
+        ratio is not None
+        and cos is not None
+        and cos >= t["accum_min_cos"]
+        and abs(ratio - k) / k < t["accum_ratio_tol"]
+        and k >= 2
+    ):
         msg = (
             f"The {k} accumulated micro-batches give {ratio:.3g}x the gradient of one {k}x larger batch: the "
             f"loss is not divided by the number of accumulation steps ({k})."
         )
         ev["hint"] = f"divide each micro-batch loss by {k} before backward"
-    elif ratio is not None and cos is not None and (cos < t["accum_min_cos"] or abs(ratio - 1) > t["accum_ratio_tol"]):
+    elif (
+        ratio is not None
+        and cos is not None
+        and (cos < t["accum_min_cos"] or abs(ratio - 1) > t["accum_ratio_tol"])
+    ):
         msg = (
             f"The {k} accumulated micro-batches do not give the gradient of one {k}x larger batch (norm ratio "
             f"{ratio:.3g}, cosine {cos:.3f}; equal would be 1 and 1)."

@@ -19,7 +19,16 @@ except ImportError:  # the runner's own folder (user's interpreter)
     from _ts_probe_util import MAX_LISTED, THRESHOLDS, _f, _num, display, finding  # type: ignore[no-redef]
 
 EMBEDDINGS = ("Embedding", "EmbeddingBag")
-NORM_AFTER = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d")
+NORM_AFTER = (
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "SyncBatchNorm",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+)
 PASS_THROUGH = ("Identity", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d")
 _DIGITS = re.compile(r"(?<=\.)\d+(?=\.)|^\d+(?=\.)")
 
@@ -118,36 +127,57 @@ def gradient_scale_rules(stats, steps):
     vanish = explode_depth = None
     for role, grp in depth_groups(stats, steps).items():
         early, late = _depth_ratio(grp)
-        if late > 0 and early / late >= t["depth_ratio"] and (explode_depth is None or early / late > explode_depth[1]):
+        if (
+            late > 0
+            and early / late >= t["depth_ratio"]
+            and (explode_depth is None or early / late > explode_depth[1])
+        ):
             explode_depth = (role, early / late, grp)
         if early > 0 and late / early >= t["depth_ratio"] and (vanish is None or late / early > vanish[1]):
             vanish = (role, late / early, grp)
     if growth or rel_bad or explode_depth:
         parts = []
-        ev = {"global_grad_norms": [_f(x) for x in gnorms[:50]]}
+        ev = {"global_grad_norms": [_f(x) for x in gnorms[:50]]}  # type: dict
         module = None
-        if rel_bad:
+        if rel_bad and worst is not None:
             p, g, w, rel = worst
             module = p.get("module") or None
             parts.append(
                 f"{p['name']} has a gradient RMS {rel:.3g}x its own weight RMS ({g:.3g} vs {w:.3g}; "
                 f"reference: below {t['explode_relative']:g}x, else one SGD step at lr 1e-3 moves it by more than its size)"
             )
-            ev.update({"param": p["name"], "grad_rms": _f(g), "weight_rms": _f(w), "relative": _f(rel),
-                       "threshold_relative": t["explode_relative"]})
+            ev.update(
+                {
+                    "param": p["name"],
+                    "grad_rms": _f(g),
+                    "weight_rms": _f(w),
+                    "relative": _f(rel),
+                    "threshold_relative": t["explode_relative"],
+                }
+            )
         if explode_depth:
             role, ratio, grp = explode_depth
             module = module or grp[0][1]
-            parts.append(f"gradients grow {ratio:.3g}x from the last to the first of the repeated {role} layers")
-            ev.update({"role": role, "depth_ratio": _f(ratio), "threshold_depth": t["depth_ratio"],
-                       "layers": {m: _f(r) for _, m, r in grp[:MAX_LISTED]}})
+            parts.append(
+                f"gradients grow {ratio:.3g}x from the last to the first of the repeated {role} layers"
+            )
+            ev.update(
+                {
+                    "role": role,
+                    "depth_ratio": _f(ratio),
+                    "threshold_depth": t["depth_ratio"],
+                    "layers": {m: _f(r) for _, m, r in grp[:MAX_LISTED]},
+                }
+            )
         if growth:
             parts.append(f"the global gradient norm grows {growth:.3g}x over the last two steps")
             ev.update({"growth": _f(growth), "threshold_growth_per_step": t["explode_growth"]})
         out.append(
             finding(
                 "exploding_gradients",
-                "error" if (rel_bad and worst[3] >= 1e3 * t["explode_relative"]) else "warning",
+                "error"
+                if (rel_bad and worst is not None and worst[3] >= 1e3 * t["explode_relative"])
+                else "warning",
                 "Gradients explode: " + "; ".join(parts) + ".",
                 step=gnorms.index(max(gnorms)) if gnorms else 0,
                 module=module,
@@ -187,7 +217,9 @@ def imbalance_rules(stats, steps):
     are large by position alone, and blocks behind a tiny layer scale (ConvNeXt) small by design."""
     t = THRESHOLDS
     mtype = {m["name"]: m.get("type") for m in stats.get("modules", [])}
-    in_rms = {m["name"]: m.get("input_rms") for m in stats.get("modules", []) if m.get("input_rms") is not None}
+    in_rms = {
+        m["name"]: m.get("input_rms") for m in stats.get("modules", []) if m.get("input_rms") is not None
+    }
     acc = {}  # type: dict
     rels = {}  # type: dict
     for p in stats.get("params", []):
@@ -220,14 +252,21 @@ def imbalance_rules(stats, steps):
     peer_in = [v for k, v in in_rms.items() if k != top_name and k in mod_rms and v]
     if in_rms.get(top_name) and peer_in:
         ratio_in = in_rms[top_name] / statistics.median(peer_in)
-        ev.update({"input_rms": _f(in_rms[top_name]), "peer_median_input_rms": _f(statistics.median(peer_in))})
+        ev.update(
+            {"input_rms": _f(in_rms[top_name]), "peer_median_input_rms": _f(statistics.median(peer_in))}
+        )
         if ratio_in >= t["imbalance_input_ratio"]:
             cause = f"its input has RMS {in_rms[top_name]:.3g}, {ratio_in:.3g}x the other modules' inputs (un-normalised features)"
     top_rel = max(rels.get(top_name, []), default=None)
     peer_rel = [r for k, v in rels.items() if k != top_name for r in v]
     if cause is None and top_rel and peer_rel:
         ratio_rel = top_rel / statistics.median(peer_rel)
-        ev.update({"relative_gradient": _f(top_rel), "peer_median_relative_gradient": _f(statistics.median(peer_rel))})
+        ev.update(
+            {
+                "relative_gradient": _f(top_rel),
+                "peer_median_relative_gradient": _f(statistics.median(peer_rel)),
+            }
+        )
         if ratio_rel >= t["imbalance_relative"] and top_rel >= t["explode_relative"]:
             cause = (
                 f"relative to its own size its gradient is {ratio_rel:.3g}x the median (a parameter stored at a "
@@ -271,7 +310,11 @@ def update_rules(stats, steps, losses):
     ratios = []
     scaled_any = False
     for p in stats.get("params", []):
-        if not p.get("requires_grad") or p.get("ndim", 0) < 2 or (p.get("init_rms") or 0) < t["update_min_rms"]:
+        if (
+            not p.get("requires_grad")
+            or p.get("ndim", 0) < 2
+            or (p.get("init_rms") or 0) < t["update_min_rms"]
+        ):
             continue
         if p.get("module") in invariant or p.get("in_optimizer") is False:
             continue
@@ -323,7 +366,9 @@ def update_rules(stats, steps, losses):
                     "loss_improves": improves,
                     "scaled_to_peak_lr": scaled_any,
                     "reference": ref,
-                    "examples": {r[1]["name"]: _f(r[0]) for r in sorted(ratios, key=lambda r: -r[0])[:MAX_LISTED]},
+                    "examples": {
+                        r[1]["name"]: _f(r[0]) for r in sorted(ratios, key=lambda r: -r[0])[:MAX_LISTED]
+                    },
                 },
             )
         )

@@ -19,7 +19,15 @@ def module_table(stats, limit=200):
         mod = p.get("module", "")
         row = acc.setdefault(
             mod,
-            {"grad_sq": 0.0, "param_sq": 0.0, "upd": [], "numel": 0, "trainable": 0, "grad": False, "none": False},
+            {
+                "grad_sq": 0.0,
+                "param_sq": 0.0,
+                "upd": [],
+                "numel": 0,
+                "trainable": 0,
+                "grad": False,
+                "none": False,
+            },
         )
         row["numel"] += p.get("numel", 0)
         if p.get("requires_grad"):

@@ -16,6 +16,7 @@ import linecache
 import os
 import runpy
 import sys
+from types import FrameType  # noqa: F401  (type comment)
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -33,7 +34,6 @@ LOSS_NAMES = {
     "binary_cross_entropy_with_logits",
     "kl_div",
 }
-
 
 
 def _register_step_pre_hook(hook):
@@ -130,7 +130,7 @@ def capture(script, argv=(), cwd=None, loss_fn=None):
 
     def backward(self, *args, **kwargs):
         if state.backward is None or state.optimizer is None:
-            frame = sys._getframe(1)
+            frame = sys._getframe(1)  # type: FrameType | None
             while frame is not None and os.path.abspath(frame.f_code.co_filename) != state.script:
                 frame = frame.f_back
             where = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
@@ -150,8 +150,8 @@ def capture(script, argv=(), cwd=None, loss_fn=None):
     sys.path.insert(0, os.path.dirname(state.script))
     if cwd:
         os.chdir(cwd)
-    torch.nn.Module.__call__ = module_call
-    torch.Tensor.backward = backward
+    torch.nn.Module.__call__ = module_call  # type: ignore[method-assign]
+    torch.Tensor.backward = backward  # type: ignore[method-assign]
     mode = _LossMode(state)
     finished = False
     try:
@@ -171,8 +171,8 @@ def capture(script, argv=(), cwd=None, loss_fn=None):
     finally:
         ACTIVE = False
         handle.remove()
-        torch.nn.Module.__call__ = orig_call
-        torch.Tensor.backward = orig_backward
+        torch.nn.Module.__call__ = orig_call  # type: ignore[method-assign]
+        torch.Tensor.backward = orig_backward  # type: ignore[method-assign]
         sys.argv = old_argv
         sys.path[:] = old_path
         os.chdir(old_cwd)
@@ -184,9 +184,15 @@ def capture(script, argv=(), cwd=None, loss_fn=None):
 def _contract(state, user_loss=None):
     model, args, kwargs, output = state.root if state.root is not None else (None, (), {}, None)
     if model is None:
-        raise RuntimeError("no module with trainable parameters ran with gradients before the first optimizer step")
+        raise RuntimeError(
+            "no module with trainable parameters ran with gradients before the first optimizer step"
+        )
     model = getattr(model, "_orig_mod", model)  # torch.compile wrapper
-    model = getattr(model, "module", model) if type(model).__name__ in ("DistributedDataParallel", "DataParallel") else model
+    model = (
+        getattr(model, "module", model)
+        if type(model).__name__ in ("DistributedDataParallel", "DataParallel")
+        else model
+    )
     args = list(args)
     kwargs = dict(kwargs)
     batch = {"args": args, "kwargs": kwargs}
@@ -209,7 +215,7 @@ def _call(model, batch):
 
 def _own_losses(output):
     """(path, tensor) for the scalar losses a model output carries: .loss, ['loss'], tuple items."""
-    found = []
+    found = []  # type: list
     if _tensor(getattr(output, "loss", None)):
         found.append(((("attr", "loss"),), output.loss))
     if isinstance(output, dict) and _tensor(output.get("loss")):

@@ -121,7 +121,9 @@ def _user_call(what, fn, *args):
         if isinstance(exc, _ts_probe_contract.ContractViolation):
             raise
         kind = "out_of_memory" if _is_oom(exc) else "step_raised"
-        raise StepError(kind, f"{what} raised {type(exc).__name__}: {exc}", tb=traceback.format_exc()[-TB_LIMIT:]) from None
+        raise StepError(
+            kind, f"{what} raised {type(exc).__name__}: {exc}", tb=traceback.format_exc()[-TB_LIMIT:]
+        ) from None
 
 
 def _model_loss(model, batch, torch, core):
@@ -143,7 +145,9 @@ def _replay_plan(root_call, batch, core):
     for path, t in tens.leaf_paths(batch):
         by_view[(tens.storage_ptr(t), tuple(t.shape), t.storage_offset())] = path
     plan = []
-    for slot, value in [(("a", i), a) for i, a in enumerate(args)] + [(("k", k), v) for k, v in kwargs.items()]:
+    for slot, value in [(("a", i), a) for i, a in enumerate(args)] + [
+        (("k", k), v) for k, v in kwargs.items()
+    ]:
         if not isinstance(value, torch_tensor_type(core)):
             if value is None or isinstance(value, (bool, int, float, str)):
                 plan.append((slot, ("const", value)))
@@ -215,7 +219,11 @@ def drive(contract, steps, core, torch):
     mode = "step_fn" if step_fn is not None else ("loss_fn" if loss_fn is not None else "model_loss")
     accumulation = None
     if step_fn is not None and optimizer is not None:
-        ref = (lambda m, b: loss_fn(m, b)) if loss_fn is not None else (lambda m, b: _model_loss(m, b, torch, core))
+        ref = (
+            (lambda m, b: loss_fn(m, b))
+            if loss_fn is not None
+            else (lambda m, b: _model_loss(m, b, torch, core))
+        )
         accumulation = _ts_probe_accum.check(contract, model, optimizer, fixed, ref)
         if accumulation and accumulation.get("skipped"):
             notes.append("Gradient accumulation was not checked: " + accumulation["skipped"] + ".")
@@ -229,7 +237,9 @@ def drive(contract, steps, core, torch):
     hooks = []
     state = {"snap": None}
     if step_fn is not None and optimizer is not None:
-        hooks.append(optimizer.register_step_pre_hook(lambda o, a, k: state.update(snap=rec.snapshot_params())))
+        hooks.append(
+            optimizer.register_step_pre_hook(lambda o, a, k: state.update(snap=rec.snapshot_params()))
+        )
         hooks.append(optimizer.register_step_post_hook(lambda o, a, k: rec.measure_updates(state["snap"])))
     contract_findings = []
     stopped = None
