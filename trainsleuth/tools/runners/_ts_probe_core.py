@@ -16,17 +16,19 @@ import torch
 
 try:  # imported as part of the trainsleuth package (live mode)
     from . import _ts_probe_origins as origins
+    from . import _ts_probe_summary as summarize
     from . import _ts_probe_tensors as tens
+    from ._ts_probe_measure import RELU_TYPES, SAT_TYPES, MeasureMixin
     from ._ts_probe_table import module_table
     from ._ts_probe_util import _f
 except ImportError:  # imported from the runner's own folder (user's interpreter)
     import _ts_probe_origins as origins  # type: ignore[no-redef]
+    import _ts_probe_summary as summarize  # type: ignore[no-redef]
     import _ts_probe_tensors as tens  # type: ignore[no-redef]
+    from _ts_probe_measure import RELU_TYPES, SAT_TYPES, MeasureMixin  # type: ignore[no-redef]
     from _ts_probe_table import module_table  # type: ignore[no-redef]
     from _ts_probe_util import _f  # type: ignore[no-redef]
 
-RELU_TYPES = ("ReLU", "ReLU6")
-SAT_TYPES = {"Tanh": "tanh", "Sigmoid": "sigmoid"}
 MODE_TYPES = (
     "Dropout",
     "Dropout1d",
@@ -38,9 +40,7 @@ MODE_TYPES = (
     "BatchNorm3d",
     "SyncBatchNorm",
 )
-SKIP_INPUT_WORDS = ("mask", "label", "target")
 MAX_EVENTS = 50000
-MAX_PARAMS_REPORTED = 5000
 
 # kept for callers that used the old names
 iter_tensors = tens.iter_tensors
@@ -101,7 +101,7 @@ def mode_sensitive_modules(model):
     return out
 
 
-class Recorder:
+class Recorder(MeasureMixin):
     """Hooks a model (and optionally its optimizer) and accumulates per-step statistics.
 
     Call `begin_step(k)` before a step's forward, `end_step(loss, snapshot)` after the optimizer
@@ -551,112 +551,6 @@ class Recorder:
 
         return hook
 
-    # ------------------------------------------------------------------ statistics
-
-    def _module_input(self, name, args):
-        t = next(iter(tens.float_tensors(args)), None)
-        if t is None or t.numel() == 0 or t.is_complex():
-            return
-        with torch.no_grad():
-            x = t.detach().float()
-            if bool(torch.isfinite(x).all()):
-                self.module_input_rms[name] = round(float(x.pow(2).mean().sqrt()), 6)
-
-    def _input_stats(self, args, kwargs):
-        slots = [(f"arg{i}", a) for i, a in enumerate(args)]
-        slots += [(k, v) for k, v in kwargs.items() if not any(w in k.lower() for w in SKIP_INPUT_WORDS)]
-        with torch.no_grad():
-            for slot, obj in slots:
-                for j, t in enumerate(tens.float_tensors(obj)):
-                    if t.numel() == 0 or t.is_complex():
-                        continue
-                    x = t.detach().float()
-                    fin = torch.isfinite(x)
-                    if not bool(fin.all()):
-                        x = x[fin]
-                    if x.numel() == 0:
-                        continue
-                    name = slot if j == 0 else f"{slot}[{j}]"
-                    self.inputs.append(
-                        {
-                            "name": name,
-                            "shape": list(t.shape),
-                            "dtype": str(t.dtype).replace("torch.", ""),
-                            "mean": round(float(x.mean()), 6),
-                            "std": round(float(x.std()), 6) if x.numel() > 1 else 0.0,
-                            "rms": round(float(x.pow(2).mean().sqrt()), 6),
-                            "absmax": round(float(x.abs().max()), 6),
-                        }
-                    )
-                    if len(self.inputs) >= 16:
-                        return
-
-    def _activation(self, name, tname, output):
-        out = output if isinstance(output, torch.Tensor) else next(iter(tens.float_tensors(output)), None)
-        if out is None or out.numel() == 0:
-            return
-        with torch.no_grad():
-            y = out.detach()
-            st = self.act.get(name)
-            if tname in RELU_TYPES:
-                unit_dim = 1 if y.dim() in (4, 5) else y.dim() - 1
-                units = y.shape[unit_dim] if y.dim() > 0 else 1
-                pos = (y > 0) if y.dim() > 0 else (y > 0).reshape(1)
-                if y.dim() > 1:
-                    pos = pos.movedim(unit_dim, -1).reshape(-1, units).any(0)
-                obs = y.numel() // max(1, units)
-                if st is None or st.get("units") != units:
-                    st = {"kind": "relu", "units": units, "ever": pos.clone(), "obs": 0}
-                    self.act[name] = st
-                else:
-                    st["ever"] |= pos
-                st["obs"] += obs
-            else:
-                kind = SAT_TYPES[tname]
-                yf = y.float()
-                flat = (yf.abs() > 0.99) if kind == "tanh" else ((yf < 0.01) | (yf > 0.99))
-                if st is None:
-                    st = {"kind": kind, "sat": 0.0, "n": 0}
-                    self.act[name] = st
-                st["sat"] += float(flat.sum())
-                st["n"] += y.numel()
-
-    # ------------------------------------------------------------------ term gradients
-
-    def term_gradients(self, terms):
-        """Gradient norm each named loss term sends into the parameters it shares with other terms."""
-        trainable = [(n, p) for n, p in self.params if p.requires_grad]
-        if len(terms) < 2 or not trainable:
-            return
-        self.paused = True
-        try:
-            per_term = {}  # type: dict
-            for name, term in terms.items():
-                if not isinstance(term, torch.Tensor) or not term.requires_grad:
-                    per_term[name] = [None] * len(trainable)
-                    continue
-                grads = torch.autograd.grad(
-                    term, [p for _, p in trainable], retain_graph=True, allow_unused=True
-                )
-                per_term[name] = [None if g is None else g.detach() for g in grads]
-            shared = [
-                j
-                for j in range(len(trainable))
-                if sum(1 for g in per_term.values() if g[j] is not None and bool(g[j].ne(0).any())) >= 2
-            ]
-            self.shared_params = len(shared)
-            if not shared:
-                return
-            for name, term_grads in per_term.items():
-                sq = 0.0
-                for j in shared:
-                    g = term_grads[j]
-                    if g is not None:
-                        sq += float(torch.linalg.vector_norm(g.float())) ** 2
-                self.term_grad_norms[name] = math.sqrt(sq)
-        finally:
-            self.paused = False
-
     def _effective_lr(self, p):
         """The largest learning rate the parameter's group stepped with (a warmup starts at 0)."""
         gi = self.opt_group.get(id(p))
@@ -684,93 +578,13 @@ class Recorder:
             return None
         return [_f(g.get("initial_lr", g.get("lr"))) for g in self.optimizer.param_groups]
 
-    # ------------------------------------------------------------------ summary
-
     def summary(self, *, mode="loss_fn", fixed_batch=True):
-        valid = self.steps_done if self.nonfinite_step is None else self.nonfinite_index
-        params = []
-        pbm = {}  # type: dict
-        for i, (name, p) in enumerate(self.params[:MAX_PARAMS_REPORTED]):
-            s = self.pstats[i]
-            owner = self.owner[i]
-            params.append(
-                {
-                    "name": name,
-                    "module": owner,
-                    "shape": list(p.shape),
-                    "numel": p.numel(),
-                    "ndim": p.dim(),
-                    "dtype": str(p.dtype).replace("torch.", ""),
-                    "requires_grad": bool(p.requires_grad),
-                    "grad_norms": [_f(x) if x is not None else None for x in s.grad_norms],
-                    "none_steps": s.none_steps,
-                    "zero_steps": s.zero_steps,
-                    "param_norms": [_f(x) for x in s.param_norms],
-                    "update_ratios": [_f(x) if x is not None else None for x in s.update_ratios],
-                    "changed_steps": s.changed_steps,
-                    "stale_steps": s.stale_steps,
-                    "init_rms": _f(s.init_rms) if s.init_rms is not None else None,
-                    "init_norm": _f(self.init_norms[i]),
-                    "group": self.opt_group.get(id(p)),
-                    "in_optimizer": (id(p) in self.opt_ids) if self.optimizer is not None else None,
-                    "lr": _f(self._effective_lr(p)) if self.optimizer is not None else None,
-                }
-            )
-            if p.requires_grad:
-                parts = name.split(".")
-                for j in range(len(parts)):
-                    pbm.setdefault(".".join(parts[:j]), []).append(name)
-        modules = []
-        for name, tname in self.types.items():
-            row = {
-                "name": name,
-                "type": tname,
-                "calls": self.calls.get(name, 0),
-                "order": self.first_order.get(name),
-            }
-            if name in self.module_input_rms:
-                row["input_rms"] = self.module_input_rms[name]
-            st = self.act.get(name)
-            if st is not None:
-                row["act"] = st["kind"]
-                if st["kind"] == "relu":
-                    ever = st["ever"]
-                    row["units"] = st["units"]
-                    row["dead_fraction"] = round(1.0 - float(ever.float().mean()), 6)
-                    row["act_obs"] = st["obs"]
-                else:
-                    row["saturated_fraction"] = round(st["sat"] / max(1, st["n"]), 6)
-                    row["act_n"] = st["n"]
-            modules.append(row)
-        return {
-            "mode": mode,
-            "fixed_batch": fixed_batch,
-            "steps": self.steps_done,
-            "valid_steps": valid,
-            "nonfinite_step": self.nonfinite_step,
-            "losses": [_f(x) if x is not None else None for x in self.losses],
-            "loss_terms": {k: [_f(x) for x in v] for k, v in self.loss_terms.items()},
-            "global_grad_norms": [_f(x) for x in self.global_grad_norms],
-            "predicted_changes": [_f(x) if x is not None else None for x in self.predicted_changes],
-            "micro_backwards": list(self.micro_backwards),
-            "step_lrs": list(self.step_lrs),
-            "peak_lrs": self.peak_lrs(),
-            "forward_origin": self.forward_origin,
-            "backward_origin": self.backward_origin,
-            "model_output_finite": self.model_output_finite,
-            "term_grad_norms": {k: _f(v) for k, v in self.term_grad_norms.items()},
-            "shared_params": self.shared_params,
-            "updates_measured": self.updates_measured,
-            "eval_during_training": self.eval_during_training,
-            "inputs": self.inputs,
-            "params": params,
-            "params_by_module": pbm,
-            "modules": modules,
-            "internal_errors": self.internal_errors,
-        }
+        return summarize.summary(self, mode=mode, fixed_batch=fixed_batch)
 
 
 __all__ = [
+    "RELU_TYPES",
+    "SAT_TYPES",
     "Recorder",
     "extract_loss",
     "iter_tensors",
