@@ -41,6 +41,15 @@ BROKEN = [(f.__name__, code, module) for f, code, module in _names(BROKEN_FILE, 
 _CACHE: dict[tuple[str, int], tuple[dict[str, Any], list[dict[str, Any]], list[str]]] = {}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():  # type: ignore[no-untyped-def]
+    """Tiny models run fastest on one thread, and the suite shares 2 cores with other test files."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def run(path: Path, fn: str, steps: int = 8) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     key = (f"{path.name}:{fn}", steps)
     if key not in _CACHE:
