@@ -275,6 +275,11 @@ def imbalance_rules(stats, steps):
     if cause is None:
         return []
     ev["cause"] = cause
+    ev["params"] = [
+        p["name"]
+        for p in stats.get("params", [])
+        if p.get("module", "") == top_name and p.get("requires_grad")
+    ][:MAX_LISTED]
     return [
         finding(
             "gradient_imbalance",
@@ -386,6 +391,9 @@ def update_rules(stats, steps, losses):
                     "median_ratio": _f(med),
                     "threshold": t["update_low"],
                     "n_weights": len(ratios),
+                    "examples": {
+                        r[1]["name"]: _f(r[0]) for r in sorted(ratios, key=lambda r: r[0])[:MAX_LISTED]
+                    },
                     "scaled_to_peak_lr": scaled_any,
                     "reference": ref,
                 },
