@@ -76,9 +76,10 @@ class MeasureMixin:
             if tname in RELU_TYPES:
                 unit_dim = 1 if y.dim() in (4, 5) else y.dim() - 1
                 units = y.shape[unit_dim] if y.dim() > 0 else 1
-                pos = (y > 0) if y.dim() > 0 else (y > 0).reshape(1)
-                if y.dim() > 1:
-                    pos = pos.movedim(unit_dim, -1).reshape(-1, units).any(0)
+                if y.dim() > 1:  # one reduction over every dim but the units', no copy
+                    pos = y.amax(dim=[d for d in range(y.dim()) if d != unit_dim]) > 0
+                else:
+                    pos = (y > 0) if y.dim() > 0 else (y > 0).reshape(1)
                 obs = y.numel() // max(1, units)
                 if st is None or st.get("units") != units:
                     st = {"kind": "relu", "units": units, "ever": pos.clone(), "obs": 0}
