@@ -123,6 +123,22 @@ def test_script_given_as_entrypoint_says_so_and_how_to_scaffold(ws: Path) -> Non
     assert out["error"]["traceback"]
     rc, out, _ = cli(ws, "broken_plain_loop_train.py:model")
     assert out["error"]["kind"] == "script_entrypoint" and "runs training" in out["error"]["message"]
+    # a script's main(): parses the command line (here the runner's own), or trains and returns nothing
+    rc, out, _ = cli(ws, "plain_loop_train.py:main")
+    assert out["error"]["kind"] == "script_entrypoint" and "SystemExit: 2" in out["error"]["message"]
+    (ws / "trains.py").write_text(
+        "import torch\n"
+        "def main():\n"
+        "    model = torch.nn.Linear(3, 1)\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for _ in range(5):\n"
+        "        opt.zero_grad()\n"
+        "        model(torch.randn(4, 3)).pow(2).mean().backward()\n"
+        "        opt.step()\n"
+    )
+    rc, out, _ = cli(ws, "trains.py:main")
+    assert out["error"]["kind"] == "script_entrypoint"
+    assert "returned None after 5 optimizer step(s)" in out["error"]["message"]
 
 
 async def _mcp(ws: Path, tool: str, args: dict[str, Any]) -> Any:

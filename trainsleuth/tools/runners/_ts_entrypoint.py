@@ -26,13 +26,6 @@ CONTRACT_KEYS = (
 )
 
 
-def _register_step_pre_hook(hook):
-    """A global optimizer-step pre-hook (every optimizer, including ones wrapped by accelerate)."""
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-    return register_optimizer_step_pre_hook(hook)
-
-
 class EntrypointError(Exception):
     def __init__(self, kind, message, key=None, tb=None):
         super().__init__(message)
@@ -209,19 +202,23 @@ class _TrainingRan(BaseException):
     pass
 
 
-def _no_training(what):
-    """A global optimizer-step hook that stops code which trains while it is being loaded."""
+def _no_training(what, counter=None):
+    """A global optimizer-step hook: with `counter` (a list) it counts steps, else it stops code that
+    trains while it is being imported (a training script)."""
     try:
-        import torch.optim  # noqa: F401  (the hook needs torch; without it nothing can train)
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
     except ImportError:
         return None
 
     def hook(optimizer, args, kwargs):
         if getattr(sys.modules.get("_ts_script"), "ACTIVE", False):
             return  # a scaffolded entrypoint capturing its script on purpose
+        if counter is not None:
+            counter.append(1)
+            return
         raise _TrainingRan(what)
 
-    return _register_step_pre_hook(hook)
+    return register_optimizer_step_pre_hook(hook)
 
 
 def load_contract(spec, cwd=None):
@@ -247,17 +244,20 @@ def load_contract(spec, cwd=None):
     finally:
         if guard is not None:
             guard.remove()
-    guard = _no_training(spec)
+    steps = []  # an entrypoint may train a little to reach a state (a checkpoint's); a script returns nothing
+    guard = _no_training(spec, steps)
     try:
         result = fn()
-    except _TrainingRan:
-        raise EntrypointError(
-            "script_entrypoint",
-            f"{spec} runs a training loop (it called optimizer.step()) instead of returning the model; {SCRIPT_HELP}",
-        ) from None
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if isinstance(exc, SystemExit):
+            raise EntrypointError(
+                "script_entrypoint",
+                f"{spec} exited (SystemExit: {exc.code}): it parses command-line arguments, so it is a "
+                f"script's main function; {SCRIPT_HELP}",
+                tb=_tb_tail(),
+            ) from None
         if type(exc).__name__ == "ScaffoldIncomplete":
             raise EntrypointError("scaffold_incomplete", f"{spec}: {exc}", key="loss_fn") from None
         raise EntrypointError(
@@ -267,7 +267,10 @@ def load_contract(spec, cwd=None):
         if guard is not None:
             guard.remove()
     if result is None:
-        raise EntrypointError("script_entrypoint", f"{spec} returned None; {SCRIPT_HELP}", key="model")
+        trained = f" after {len(steps)} optimizer step(s): it runs a training loop" if steps else ""
+        raise EntrypointError(
+            "script_entrypoint", f"{spec} returned None{trained}; {SCRIPT_HELP}", key="model"
+        )
     return validate_contract(result)
 
 
