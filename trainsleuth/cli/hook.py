@@ -16,7 +16,9 @@ def add_parser(sub: Any) -> None:
         "edits of non-test files while an investigation has no approved diagnosis (or is halted). "
         "Registered by `trainsleuth install CLIENT --with-hooks`. Fails closed on its own errors.",
     )
-    p.add_argument("client", choices=["claude-code", "cursor"], help="whose hook format to read and write")
+    p.add_argument(
+        "client", choices=["claude-code", "cursor", "windsurf"], help="whose hook format to read and write"
+    )
     p.add_argument(
         "--workspace",
         default=None,

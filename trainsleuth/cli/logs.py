@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any
 
+from trainsleuth.cli._options import add_fail_on, fail_level
+
 FORMAT_CHOICES = (
     "auto", "jsonl", "csv", "tsv", "hf_dict", "trainer_state", "keyvalue", "megatron", "nanogpt", "tqdm",
     "tensorboard", "mlflow", "markdown",
@@ -30,7 +32,7 @@ def add_parser(sub: Any) -> None:
     )
     a.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     a.add_argument("--plot", metavar="OUT.png", help="write a PNG plot of the key metrics with events marked")
-    a.add_argument("--fail-on", choices=("error", "warning"), help="exit 1 if any event is at or above LEVEL")
+    add_fail_on(a)
     a.set_defaults(func=run_analyze)
     e = lsub.add_parser("extract", help="print chosen metric series, downsampled with extremes kept")
     e.add_argument("path")
@@ -72,12 +74,17 @@ def run_analyze(args: argparse.Namespace) -> int:
         return _error(exc.message, exc.next_step)
     report = build_report(path, collector, errors, stats)
     if args.plot:
+        from trainsleuth.tools.extras import MissingExtra
         from trainsleuth.tools.logs.plot import render_png
 
-        png = render_png(collector, report.events)
+        try:
+            png = render_png(collector, report.events)
+        except MissingExtra as exc:
+            report.notes.append(f"no plot written: {exc.message}")
+            png = b""
         if png is None:
             report.notes.append("no plot written: the log has no metric series")
-        else:
+        elif png:
             try:
                 Path(args.plot).write_bytes(png)
             except OSError as exc:
@@ -89,7 +96,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         _print_report(report)
-    if args.fail_on:
+    if fail_level(args.fail_on):
         floor = SEVERITY_RANK[args.fail_on]
         if any(SEVERITY_RANK[e.severity] >= floor for e in report.events):
             return 1

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-LEVELS = ("info", "warning", "error", "never")
+from trainsleuth.cli._options import add_fail_on
 
 
 def add_parser(sub: Any) -> None:
@@ -46,12 +46,7 @@ def add_parser(sub: Any) -> None:
         "--json", action="store_true", help="print one JSON object (its 'findings' list) on stdout"
     )
     p.add_argument("--plot", default=None, metavar="PNG", help="write a PNG of per-layer gradient norms")
-    p.add_argument(
-        "--fail-on",
-        choices=LEVELS,
-        default="never",
-        help="exit 1 when a finding of this severity or worse is reported (default: never)",
-    )
+    add_fail_on(p)
     p.add_argument(
         "--read", default=None, metavar="RUN_DIR", help="read a live-mode run folder instead of probing"
     )
@@ -179,9 +174,15 @@ def run(args: argparse.Namespace) -> int:
         layers = report.layer_grad_rms
         findings = report.findings
     if args.plot:
-        png = grad_norm_png(layers)
+        from trainsleuth.tools.extras import MissingExtra
+
+        try:
+            png = grad_norm_png(layers)
+        except MissingExtra as exc:
+            print(f"trainsleuth probe: no plot written: {exc.message}", file=sys.stderr)
+            png = b""
         if png is None:
             print("trainsleuth probe: no gradient norms to plot", file=sys.stderr)
-        else:
+        elif png:
             Path(args.plot).write_bytes(png)
     return EXIT_EXPECTATION if _fails(findings, args.fail_on) else EXIT_OK

@@ -95,6 +95,19 @@ CODE_LINKS: dict[str, list[str]] = {
         "ddp-unused-parameters",
         "collective-timeout",
     ],
+    "rank_failed": [
+        "collective-timeout",
+        "ddp-unused-parameters",
+        "rank-only-collective",
+        "out-of-memory",
+    ],
+    "job_hung": [
+        "rank-only-collective",
+        "barrier-mismatch",
+        "collective-timeout",
+        "straggler-rank",
+        "dataloader-deadlock",
+    ],
     # ----------------------------------------------------------------- training-log analysis
     "nonfinite_metric": [
         "fp16-overflow",
@@ -154,8 +167,32 @@ CODE_LINKS: dict[str, list[str]] = {
         "version-regression",
         "dataloader-deadlock",
     ],
+    # ----------------------------------------------------------------- compare_runs / check_resume
+    "run_divergence": [
+        "lr-schedule-misconfigured",
+        "optimizer-state-not-restored",
+        "version-regression",
+        "resume-data-position",
+        "lr-too-high",
+    ],
+    "resume_not_restored": [
+        "optimizer-state-not-restored",
+        "resume-data-position",
+        "checkpoint-key-mismatch",
+    ],
 }
 
 
 def failure_modes_for(code: str) -> list[str]:
     return list(CODE_LINKS.get(code, []))
+
+
+def relevant_failure_modes(code: str, context: list[str] | set[str]) -> list[str]:
+    """`failure_modes_for`, leaving out entries of a domain nothing in `context` shows (the metric
+    names a log records, the module names a probe saw, words of the symptom): no RL entropy
+    collapse for a regressor's plateau."""
+    from trainsleuth.knowledge.relevance import filter_failure_modes, metric_signals, text_signals
+
+    names = list(context)
+    signals = text_signals(" ".join(names), "context").merge(metric_signals(names))
+    return filter_failure_modes(failure_modes_for(code), signals)

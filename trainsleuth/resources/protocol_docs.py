@@ -36,7 +36,11 @@ Read the checklists and constraints it suggests.
 Call analysis tools (`analyze_training_log`, `probe_gradients`, `check_distributed`,
 `diff_checkpoints`, `environment_report`, `bisect_commits`, ...) with `investigation_id`: each
 result is stored as evidence and returns an evidence id. Record what you observed yourself with
-`record_evidence`. Compare with a known-good commit, config, environment or run.
+`record_evidence`. Compare with a known-good commit, config, environment or run: `compare_runs`
+aligns a good run with the failing one, names the first metric that leaves the good run's noise
+band, ranks their config and environment differences, and offers a bisect (with a reproducer to
+approve) when they come from two commits or versions; `check_resume` names what a resume from a
+checkpoint does not restore.
 
 ## 3. Hypotheses, one at a time (full pathway)
 `propose_hypotheses`: 3-5, most likely first, each with what would confirm it and what would rule

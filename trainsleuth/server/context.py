@@ -12,6 +12,8 @@ from trainsleuth.server.workspace import PolicyError, WorkspacePolicy
 from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
 
 DEFAULT_MAX_TEXT_CHARS = 20_000
+# A long tool call waits this long for its job, then hands back the job id (clients time out at ~60 s).
+DEFAULT_CALL_WAIT_S = 40.0
 
 
 @dataclass
@@ -23,6 +25,28 @@ class ServerConfig:
     # Interpreters outside the workspaces that tools may launch (besides the server's own).
     allowed_interpreters: list[Path] = field(default_factory=list)
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    # structuredContent over this is cut, the whole result written to .trainsleuth/results/.
+    max_structured_chars: int = DEFAULT_MAX_TEXT_CHARS
+    # TRAINSLEUTH_CALL_WAIT_S lowers it for clients with shorter request timeouts (or raises it).
+    call_wait_s: float = field(
+        default_factory=lambda: _env_float("TRAINSLEUTH_CALL_WAIT_S", DEFAULT_CALL_WAIT_S)
+    )
+    # Explicit inputs a tool only reads (a log, a wheel folder) may lie outside the workspaces;
+    # TRAINSLEUTH_OUTSIDE_READS=0 in the server's environment refuses them too.
+    outside_reads: bool = field(
+        default_factory=lambda: (
+            os.environ.get("TRAINSLEUTH_OUTSIDE_READS", "1").strip().lower()
+            not in ("0", "no", "false", "off")
+        )
+    )
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
 
 
 class ServerContext:
@@ -43,12 +67,15 @@ class ServerContext:
     def interpreter(self, python: str | None) -> Path:
         """The interpreter that runs user code: `python` or the project's default.
 
-        It must be inside a workspace, be the server's own interpreter, or be allowed with
-        `--allow-python`; anything else is refused (it would run arbitrary programs). The
-        executable itself is never resolved: every venv's python links to the same base
-        interpreter, yet each venv is a different environment (its own site-packages).
+        Allowed by default: interpreters inside a workspace (its .venv), the active conda env or
+        virtualenv the server was started in, `python` on the server's PATH, and the server's own
+        (see docs/clients.md, "Which Python runs your code"). Others must be allowed by the person
+        (`trainsleuth install CLIENT --python PATH`, i.e. `serve --allow-python PATH`): a tool given
+        an arbitrary executable as "python" would run it. The executable itself is never resolved:
+        every venv's python links to the same base interpreter, yet each venv is a different
+        environment (its own site-packages).
         """
-        import sys
+        from trainsleuth.tools.interpreter import discovered_interpreters
 
         try:
             path = _unlinked(resolve_interpreter(python, self.workspace))
@@ -56,13 +83,19 @@ class ServerContext:
             raise PolicyError(
                 f"python: {exc}; pass an existing interpreter, e.g. the project's .venv/bin/python"
             ) from None
-        allowed = {_unlinked(Path(sys.executable)), *(_unlinked(p) for p in self.config.allowed_interpreters)}
+        found = discovered_interpreters(self.workspace)
+        allowed = {_unlinked(p) for p in found.values()} | {
+            _unlinked(p) for p in self.config.allowed_interpreters
+        }
         if path in allowed or self.policy.contains(path.parent):
             return path
+        known = ", ".join(f"{label} ({p})" for label, p in found.items())
         raise PolicyError(
-            f"python: interpreter {str(path)!r} is outside the workspace and not allowed; tools only run code "
-            "with an interpreter inside a workspace (e.g. its .venv), the server's own, or one allowed with "
-            f"--allow-python. Use the project's .venv, or restart the server with --allow-python {path}"
+            f"python: interpreter {str(path)!r} is outside the workspace and not allowed: it is not one the server "
+            f"runs code with by default ({known}, or one "
+            "inside a workspace). Running code with it needs your permission: reinstall with `trainsleuth install "
+            f"CLIENT --python {path}` (CLIENT: claude-code, cursor, vscode, windsurf or claude-desktop; then restart "
+            f"the client), or start the server with `trainsleuth serve --allow-python {path}`"
         )
 
     @property

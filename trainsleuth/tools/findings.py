@@ -65,6 +65,12 @@ EXTRA_CODES: set[str] = {
     "train_mode_off",
     "dropout_in_eval",
     "grad_accumulation_mismatch",
+    # check_distributed (issue 19): a rank that died or raised, and a job that stopped making progress
+    "rank_failed",
+    "job_hung",
+    # compare_runs / check_resume (issue 20)
+    "run_divergence",
+    "resume_not_restored",
 }
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}

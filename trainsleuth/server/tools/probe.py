@@ -12,6 +12,7 @@ from trainsleuth.server.registry import (
     AnalysisOutput,
     Entrypoint,
     ExistingPath,
+    ReadPath,
     ToolCall,
     ToolFailure,
     ToolRegistry,
@@ -23,26 +24,14 @@ ISSUE = 5
 
 class ProbeInput(AnalysisInput):
     entrypoint: Entrypoint | None = Field(
-        default=None,
-        description="file.py:function or package.module:function returning {'model', 'batch', ...} "
-        "(contract: resource probe://entrypoint)",
+        default=None, description="file.py:fn returning {model, batch, ...} (resource probe://entrypoint)"
     )
-    scaffold: ExistingPath | None = Field(
-        default=None,
-        description="a training script (train.py) instead: write an entrypoint for it in "
-        ".trainsleuth/scratch/ and probe that",
-    )
-    script_args: list[str] = Field(default_factory=list, description="arguments for the scaffold script")
-    steps: int = Field(default=8, ge=1, le=200, description="probe steps on one fixed batch")
-    python: str | None = Field(
-        default=None,
-        description="interpreter that runs the model (default: the workspace's .venv, else the server's own); "
-        "must be inside a workspace, the server's own, or allowed with --allow-python",
-    )
-    timeout_s: float = Field(default=300.0, gt=0, le=3600, description="kill the run (whole tree) after this")
-    memory_limit_mb: float | None = Field(
-        default=None, gt=0, description="kill the run when its process tree exceeds this resident memory"
-    )
+    scaffold: ExistingPath | None = Field(default=None, description="Or a training script to probe as it is.")
+    script_args: list[str] = Field(default_factory=list, description="Arguments for the scaffold script.")
+    steps: int = Field(default=8, ge=1, le=200, description="Steps on one fixed batch.")
+    python: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    memory_limit_mb: float | None = Field(default=None, gt=0)
 
 
 class ProbeOutput(AnalysisOutput):
@@ -76,7 +65,7 @@ class ProbeOutput(AnalysisOutput):
 
 
 class ReadProbeRunInput(AnalysisInput):
-    run_dir: ExistingPath = Field(description="the run_dir given to trainsleuth.probe.attach")
+    run_dir: ReadPath
 
 
 class ReadProbeRunOutput(AnalysisOutput):
@@ -160,9 +149,7 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
             message = f"{message}\n(scaffold written to {scaffold_path})"
         raise ToolFailure(message, exc.next_step) from None
     call.progress(args.steps, args.steps, "probe finished")
-    png = grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {entry}")
-    if png:
-        call.add_image(png)
+    call.add_plot(lambda: grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {entry}"))
     return ProbeOutput(
         entrypoint=entry,
         scaffold_path=scaffold_path,
@@ -191,9 +178,7 @@ def read_probe_run(args: ReadProbeRunInput, call: ToolCall) -> ReadProbeRunOutpu
         report = read_run(Path(args.run_dir))
     except ProbeError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None
-    png = grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)")
-    if png:
-        call.add_image(png)
+    call.add_plot(lambda: grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)"))
     return ReadProbeRunOutput(
         run_dir=report.run_dir,
         healthy=report.healthy,
@@ -215,17 +200,16 @@ def register(registry: ToolRegistry) -> None:
         input_model=ProbeInput,
         output_model=ProbeOutput,
         description=(
-            "Evidence phase: run the user's model for a few real steps on one fixed batch (own interpreter, "
-            "killable subprocess) and report where NaN/Inf starts, gradients that explode, vanish or never "
-            "arrive, untrained parameters, learning rate, loss/label contract bugs and gradient accumulation. "
-            "entrypoint is file.py:function returning {'model', 'batch', ...} (resource probe://entrypoint); "
-            "for a training script pass scaffold=train.py instead."
+            "Investigating or testing a hypothesis: run your model a few steps; where gradients break. "
+            "entrypoint returns {model, batch, ...} (resource probe://entrypoint); for a training script "
+            "pass scaffold=train.py."
         ),
         title="Probe gradients",
         read_only=False,
-        destructive=False,
+        destructive=True,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -233,14 +217,11 @@ def register(registry: ToolRegistry) -> None:
         read_probe_run,
         input_model=ReadProbeRunInput,
         output_model=ReadProbeRunOutput,
-        description=(
-            "Read findings and trends (loss, gradient norm) written by trainsleuth.probe.attach(model, "
-            "optimizer, every=N, run_dir=...) inside a training loop."
-        ),
+        description="Investigating: read what trainsleuth.probe.attach recorded in a training loop.",
         title="Read probe run",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=False,
         issue=ISSUE,
     )

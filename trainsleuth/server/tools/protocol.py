@@ -64,34 +64,25 @@ def state_dir(ctx: ServerContext) -> Path:
 
 
 def _iid() -> Any:
-    return Field(description="The investigation id returned by start_investigation.")
+    return Field()
 
 
 # ---------------------------------------------------------------------------- start / get / list
 
 
 class StartInvestigationInput(ToolInput):
-    symptom: str = Field(description="What goes wrong, in one or two sentences.")
-    expected: str | None = Field(default=None, description="What should happen.")
-    observed: str | None = Field(default=None, description="What happens instead (numbers, messages).")
-    started_when: str | None = Field(default=None, description="When it started.")
-    what_changed: str | None = Field(
-        default=None, description="What changed just before (commit, config, env)."
-    )
-    reproducible: Reproducible = Field(default="unknown", description="always, intermittent, no, or unknown.")
+    symptom: str
+    expected: str | None = None
+    observed: str | None = None
+    started_when: str | None = None
+    what_changed: str | None = Field(default=None, description="Commit, config, env, version...")
+    reproducible: Reproducible = "unknown"
     reproducer: str | None = Field(
-        default=None,
-        description="Shell command, run in the workspace, that fails now and passes once fixed (verify_fix runs it).",
+        default=None, description="Shell command that fails now and passes once fixed."
     )
-    reproducer_timeout_s: float = Field(
-        default=600, gt=0, le=24 * 3600, description="Timeout for the reproducer."
-    )
-    workspace: WorkspacePath | None = Field(
-        default=None, description="The project folder (default: the first)."
-    )
-    pathway: Pathway | None = Field(
-        default=None, description="quick (obvious cause) or full; default chosen from the description."
-    )
+    reproducer_timeout_s: float = Field(default=600, gt=0, le=24 * 3600)
+    workspace: WorkspacePath | None = None
+    pathway: Pathway | None = None
 
 
 class StartInvestigationOutput(ToolOutput):
@@ -179,8 +170,8 @@ def start_investigation(args: StartInvestigationInput, call: ToolCall) -> StartI
 
 class GetInvestigationInput(ToolInput):
     investigation_id: str = _iid()
-    include_evidence_data: bool = Field(default=False, description="Include each evidence item's full data.")
-    timeline_cursor: str | None = Field(default=None, description="Cursor for the next page of the timeline.")
+    include_evidence_data: bool = False
+    timeline_cursor: str | None = None
     timeline_limit: int = Field(default=100, ge=1, le=500)
 
 
@@ -238,7 +229,7 @@ def get_investigation(args: GetInvestigationInput, call: ToolCall) -> GetInvesti
 
 
 class ListInvestigationsInput(ToolInput):
-    include_closed: bool = Field(default=True, description="Include resolved and closed investigations.")
+    include_closed: bool = True
     cursor: str | None = None
     limit: int = Field(default=50, ge=1, le=200)
 
@@ -267,9 +258,9 @@ def list_investigations(args: ListInvestigationsInput, call: ToolCall) -> ListIn
 
 class RecordEvidenceInput(ToolInput):
     investigation_id: str = _iid()
-    summary: str = Field(description="One line: what was observed.")
+    summary: str
     data: dict[str, Any] | list[Any] | str | None = Field(
-        default=None, description="The observation itself (numbers, output excerpts, file:line)."
+        default=None, description="Numbers, output, file:line."
     )
 
 
@@ -320,9 +311,7 @@ def record_evidence(args: RecordEvidenceInput, call: ToolCall) -> RecordEvidence
 
 class ProposeHypothesesInput(ToolInput):
     investigation_id: str = _iid()
-    hypotheses: list[HypothesisSpec] = Field(
-        description="3-5 hypotheses, most likely first; each says what would confirm it and what would rule it out."
-    )
+    hypotheses: list[HypothesisSpec] = Field(description="3-5, most likely first.")
 
 
 class ProposeHypothesesOutput(StepOutput):
@@ -348,10 +337,8 @@ def propose_hypotheses(args: ProposeHypothesesInput, call: ToolCall) -> ProposeH
 class ResolveHypothesisInput(ToolInput):
     investigation_id: str = _iid()
     hypothesis_id: str
-    outcome: HypothesisOutcome = Field(description="confirmed or ruled_out.")
-    evidence_ids: list[str] = Field(
-        default_factory=list, description="Evidence ids that decide it (at least one)."
-    )
+    outcome: HypothesisOutcome
+    evidence_ids: list[str] = Field(default_factory=list, description="At least one.")
     note: str | None = None
 
 
@@ -380,29 +367,25 @@ def resolve_hypothesis(args: ResolveHypothesisInput, call: ToolCall) -> ResolveH
 
 
 class ProposedFixInput(ToolInput):
-    files: list[WorkspacePath] = Field(default_factory=list, description="Files the fix will change.")
-    change: str = Field(description="The one change, described precisely.")
+    files: list[WorkspacePath] = Field(default_factory=list)
+    change: str = Field(description="The one change.")
 
 
 class SubmitDiagnosisInput(ToolInput):
     investigation_id: str = _iid()
     symptom: str
     root_cause: str
-    evidence_ids: list[str] = Field(
-        default_factory=list, description="Evidence ids on this investigation that support the root cause."
-    )
-    mechanism: str = Field(description="Why the root cause produces the symptom.")
+    evidence_ids: list[str] = Field(default_factory=list)
+    mechanism: str = Field(description="Why the cause produces the symptom.")
     proposed_fix: ProposedFixInput
     side_effects: str = ""
-    will_not_fix: str = Field(default="", description="What this fix will not fix.")
-    confidence: float = Field(ge=0.0, le=1.0, description="0-1; below 0.8 needs a CONFIRMED critical review.")
+    will_not_fix: str = ""
+    confidence: float = Field(ge=0.0, le=1.0)
     alternatives_considered: list[str] = Field(default_factory=list)
-    disproving_observation: str = Field(
-        default="", description="The observation that would disprove the cause."
-    )
-    disproof_looked_for: bool = Field(default=False, description="Whether that observation was looked for.")
+    disproving_observation: str = Field(default="", description="What would disprove the cause.")
+    disproof_looked_for: bool = False
     disproof_result: str | None = None
-    hypothesis_id: str | None = Field(default=None, description="The confirmed hypothesis it rests on.")
+    hypothesis_id: str | None = None
 
 
 class DiagnosisOutput(StepOutput):
@@ -428,12 +411,12 @@ def submit_diagnosis(args: SubmitDiagnosisInput, call: ToolCall) -> DiagnosisOut
 
 class RecordReviewInput(ToolInput):
     investigation_id: str = _iid()
-    verdict: Verdict = Field(description="CONFIRMED, CHALLENGED or INSUFFICIENT_EVIDENCE.")
-    reviewer: str = Field(description="Who reviewed (e.g. 'critical-review subagent').")
+    verdict: Verdict
+    reviewer: str
     reasoning: str
     alternative_explanations: list[str] = Field(default_factory=list)
     missing_evidence: list[str] = Field(default_factory=list)
-    diagnosis_id: str | None = Field(default=None, description="Default: the current diagnosis.")
+    diagnosis_id: str | None = None
 
 
 class RecordReviewOutput(DiagnosisOutput):
@@ -478,16 +461,10 @@ class _NotAsked(BaseModel):
 
 class ApproveDiagnosisInput(ToolInput):
     investigation_id: str = _iid()
-    diagnosis_id: str | None = Field(default=None, description="Default: the current diagnosis.")
-    approver: str | None = Field(
-        default=None, description="Fallback without elicitation: who approved (a person's name)."
-    )
-    words: str | None = Field(
-        default=None, description="Fallback without elicitation: the approver's own words."
-    )
-    decision: Literal["approve", "reject"] = Field(
-        default="approve", description="Fallback without elicitation: the person's decision."
-    )
+    diagnosis_id: str | None = None
+    approver: str | None = Field(default=None, description="Without a dialog: the person's name.")
+    words: str | None = Field(default=None, description="And their own words.")
+    decision: Literal["approve", "reject"] = "approve"
 
 
 class ApproveDiagnosisOutput(DiagnosisOutput):
@@ -650,10 +627,7 @@ def approve_diagnosis(args: ApproveDiagnosisInput, call: ToolCall) -> ApproveDia
 class BeginFixInput(ToolInput):
     investigation_id: str = _iid()
     description: str = Field(description="The one change this attempt makes.")
-    reproducer: str | None = Field(
-        default=None,
-        description="Only if none was given at start_investigation: the shell command to verify with.",
-    )
+    reproducer: str | None = None
 
 
 class BeginFixOutput(StepOutput):
@@ -679,14 +653,9 @@ def begin_fix(args: BeginFixInput, call: ToolCall) -> BeginFixOutput:
 
 class VerifyFixInput(ToolInput):
     investigation_id: str = _iid()
-    revert: bool = Field(
-        default=False,
-        description="If the reproducer fails, restore the files this attempt changed (other uncommitted work is kept).",
-    )
-    timeout_s: float | None = Field(
-        default=None, gt=0, le=24 * 3600, description="Default: the investigation's."
-    )
-    learned: str | None = Field(default=None, description="What this attempt taught, for the record.")
+    revert: bool = Field(default=False, description="On failure, undo only this attempt's changes.")
+    timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    learned: str | None = None
 
 
 class VerifyFixOutput(StepOutput):
@@ -747,39 +716,25 @@ def verify_fix(args: VerifyFixInput, call: ToolCall) -> VerifyFixOutput:
 
 class ConstraintInput(ToolInput):
     title: str
-    rule: str = Field(description="The rule, stated so it can be checked.")
+    rule: str = Field(description="Stated so it can be checked.")
     details: list[str] = Field(default_factory=list)
     category: str | None = None
 
 
 class CaptureKnowledgeInput(ToolInput):
     investigation_id: str = _iid()
-    lessons: list[str] = Field(default_factory=list, description="What to remember from this investigation.")
-    no_new_knowledge: bool = Field(default=False, description="Record explicitly that there is nothing new.")
-    no_knowledge_reason: str | None = Field(default=None, description="Why there is nothing new.")
-    rca_dir: WorkspacePath | None = Field(default=None, description="Folder for the RCA (default docs/rca).")
-    constraint: ConstraintInput | None = Field(
-        default=None, description="A new project constraint to append."
-    )
-    constraints_file: WorkspacePath | None = Field(
-        default=None,
-        description="Default: the project's constraints file (.agents/knowledge/constraints.md unless configured).",
-    )
-    fix_pattern: bool = Field(default=False, description="Append a fix-pattern record.")
-    abandon: bool = Field(
-        default=False,
-        description=(
-            "Close an UNRESOLVED investigation as abandoned instead (a person confirms: through elicitation, "
-            "else approver and words)."
-        ),
-    )
-    abandon_reason: str | None = Field(default=None, description="Why the investigation is abandoned.")
-    approver: str | None = Field(default=None, description="Abandoning without elicitation: who agreed.")
-    words: str | None = Field(default=None, description="Abandoning without elicitation: their own words.")
-    fix_patterns_file: WorkspacePath | None = Field(
-        default=None,
-        description="Default: the project's fix-pattern file (.agents/knowledge/fix-patterns.md unless configured).",
-    )
+    lessons: list[str] = Field(default_factory=list)
+    no_new_knowledge: bool = False
+    no_knowledge_reason: str | None = None
+    rca_dir: WorkspacePath | None = None
+    constraint: ConstraintInput | None = None
+    constraints_file: WorkspacePath | None = None
+    fix_pattern: bool = False
+    abandon: bool = Field(default=False, description="Close unresolved; a person confirms.")
+    abandon_reason: str | None = None
+    approver: str | None = Field(default=None, description="Abandon without a dialog: who agreed.")
+    words: str | None = Field(default=None, description="And their words.")
+    fix_patterns_file: WorkspacePath | None = None
 
 
 class CaptureKnowledgeOutput(StepOutput):
@@ -958,11 +913,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=StartInvestigationInput,
         output_model=StartInvestigationOutput,
         title="Start an investigation",
-        description=(
-            "Open an investigation for a training problem: symptom, expected vs observed, when it started and "
-            "what changed, whether it reproduces, and a reproducer command. Returns the id, the pathway "
-            "(quick or full), the next protocol step and the most relevant checklists and constraints."
-        ),
+        description="Call first: open an investigation of a training problem; returns the next step.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -974,7 +925,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=GetInvestigationInput,
         output_model=GetInvestigationOutput,
         title="Get an investigation",
-        description="An investigation with its evidence, hypotheses, diagnoses, fix attempts and whole timestamped timeline.",
+        description="Any phase: an investigation's evidence, hypotheses, diagnosis, fixes, timeline.",
         read_only=True,
         destructive=False,
         idempotent=True,
@@ -986,7 +937,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=ListInvestigationsInput,
         output_model=ListInvestigationsOutput,
         title="List investigations",
-        description="The investigations in this workspace with their phase and next step.",
+        description="Investigations in this workspace with phase and next step.",
         read_only=True,
         destructive=False,
         idempotent=True,
@@ -998,10 +949,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=RecordEvidenceInput,
         output_model=RecordEvidenceOutput,
         title="Record evidence",
-        description=(
-            "Record evidence the assistant observed itself (analysis tools called with investigation_id record "
-            "theirs automatically). Returns the evidence id to cite."
-        ),
+        description="Investigating: record something you observed; returns an evidence id.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -1013,10 +961,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=ProposeHypothesesInput,
         output_model=ProposeHypothesesOutput,
         title="Propose hypotheses",
-        description=(
-            "Propose 3-5 ranked hypotheses, each with what would confirm it and what would rule it out. The "
-            "first is put under test; test one at a time."
-        ),
+        description="After investigating: 3-5 ranked hypotheses, tested one at a time.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -1028,7 +973,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=ResolveHypothesisInput,
         output_model=ResolveHypothesisOutput,
         title="Resolve a hypothesis",
-        description="Mark the hypothesis under test confirmed or ruled out, citing evidence ids.",
+        description="Mark the hypothesis under test confirmed or ruled out, citing evidence.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -1039,13 +984,8 @@ def register(registry: ToolRegistry) -> None:
         submit_diagnosis,
         input_model=SubmitDiagnosisInput,
         output_model=DiagnosisOutput,
-        title="Submit the Gate-4 diagnosis",
-        description=(
-            "Gate 4: symptom, root cause with existing evidence ids, mechanism, proposed fix (files and change), "
-            "side effects, what it will not fix, confidence, alternatives considered, and the observation that "
-            "would disprove it. Refused without cited evidence or the disproving observation. Confidence < 0.8 "
-            "needs a CONFIRMED critical review (record_review) before approval."
-        ),
+        title="Submit a diagnosis",
+        description="Once the cause is found: root cause, evidence, one fix, what would disprove it.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -1057,10 +997,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=RecordReviewInput,
         output_model=RecordReviewOutput,
         title="Record a critical review",
-        description=(
-            "Record a critical reviewer's verdict on the current diagnosis (see the critical_review prompt): "
-            "CONFIRMED allows approval; CHALLENGED or INSUFFICIENT_EVIDENCE sends it back to hypotheses."
-        ),
+        description="After a diagnosis: a critical reviewer's verdict (see the critical_review prompt).",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -1072,11 +1009,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=ApproveDiagnosisInput,
         output_model=ApproveDiagnosisOutput,
         title="Approve a diagnosis",
-        description=(
-            "Ask the person to approve or reject the current diagnosis. Clients with elicitation show them a "
-            "dialog; without elicitation, call it with approver (their name) and words (what they said). A "
-            "rejection sends the investigation back to hypotheses."
-        ),
+        description="Before any fix: a person approves or rejects the diagnosis.",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -1093,10 +1026,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=BeginFixInput,
         output_model=BeginFixOutput,
         title="Begin a fix attempt",
-        description=(
-            "Begin a fix attempt on the approved diagnosis: records HEAD and a snapshot of uncommitted changes "
-            "(the user's files are not touched). Refused without an approved diagnosis, and after three strikes."
-        ),
+        description="After approval: start one fix attempt (your files are recorded, not touched).",
         read_only=False,
         destructive=False,
         idempotent=False,
@@ -1108,11 +1038,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=VerifyFixInput,
         output_model=VerifyFixOutput,
         title="Verify a fix attempt",
-        description=(
-            "Run the reproducer in the workspace (with a timeout) and store its exit code and output tail as "
-            "evidence with the attempt's diff. Passing resolves the investigation; failing is a strike (three "
-            "halt it). revert: true restores only the files the failed attempt changed."
-        ),
+        description="After the one change: run the reproducer; pass resolves, three fails halt.",
         read_only=False,
         destructive=True,
         idempotent=False,
@@ -1129,12 +1055,7 @@ def register(registry: ToolRegistry) -> None:
         input_model=CaptureKnowledgeInput,
         output_model=CaptureKnowledgeOutput,
         title="Capture knowledge",
-        description=(
-            "Close a resolved investigation: write a root-cause-analysis document into the workspace and, when "
-            "asked, append a new constraint and a fix-pattern record to the project's knowledge files; or record "
-            "explicitly that there is no new knowledge. With abandon: true, a person may instead close an "
-            "unresolved investigation as abandoned (recorded with their words)."
-        ),
+        description="Last step: close with a root-cause analysis, constraint and fix pattern.",
         read_only=False,
         destructive=False,
         idempotent=False,

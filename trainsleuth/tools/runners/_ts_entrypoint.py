@@ -12,6 +12,8 @@ import os
 import sys
 import traceback
 
+# scheduler, eval_fn: the probe's (scheduler also check_resume's); state .. load: optional keys check_resume
+# reads (resume_runner.py). Every tool ignores the keys it does not read.
 CONTRACT_KEYS = (
     "model",
     "batch",
@@ -23,6 +25,12 @@ CONTRACT_KEYS = (
     "eval_fn",
     "setup",
     "wrap_model",
+    "state",
+    "scaler",
+    "ema",
+    "next_batch",
+    "save",
+    "load",
 )
 
 
@@ -176,12 +184,6 @@ def validate_contract(result):
         raise EntrypointError(
             "contract_error",
             f"'scheduler' must have a step() method (a torch.optim.lr_scheduler), got {type(sched).__name__}",
-            key="scheduler",
-        )
-    if sched is not None and result.get("step_fn") is not None:
-        raise EntrypointError(
-            "contract_error",
-            "with 'step_fn' the user's step calls scheduler.step() itself; drop 'scheduler'",
             key="scheduler",
         )
     out = dict(result)
