@@ -246,7 +246,7 @@ def load_contract(spec, cwd=None):
     finally:
         if guard is not None:
             guard.remove()
-    steps = []  # an entrypoint may train a little to reach a state (a checkpoint's); a script returns nothing
+    steps = []  # type: list  # an entrypoint may train a little to reach a state (a checkpoint's); a script returns nothing
     guard = _no_training(spec, steps)
     try:
         result = fn()
