@@ -142,7 +142,8 @@ def test_script_given_as_entrypoint_says_so_and_how_to_scaffold(ws: Path) -> Non
 
 
 async def _mcp(ws: Path, tool: str, args: dict[str, Any]) -> Any:
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    # probe_gradients is long-running: wait for its answer here rather than receive a job id
+    server, _ = build_server(ServerConfig(workspaces=[ws], call_wait_s=600))
     async with Client(server) as client:
         return await client.call_tool(tool, args)
 

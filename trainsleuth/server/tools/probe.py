@@ -24,10 +24,10 @@ ISSUE = 5
 
 class ProbeInput(AnalysisInput):
     entrypoint: Entrypoint | None = Field(
-        default=None, description="file.py:fn returning {model, batch, ...} (resource probe://entrypoint)"
+        default=None, description="file.py:fn returning {model, batch, ...}"
     )
-    scaffold: ExistingPath | None = Field(default=None, description="Or a training script to probe as it is.")
-    script_args: list[str] = Field(default_factory=list, description="Arguments for the scaffold script.")
+    scaffold: ExistingPath | None = Field(default=None, description="Or a training script.")
+    script_args: list[str] = Field(default_factory=list, description="Its arguments.")
     steps: int = Field(default=8, ge=1, le=200, description="Steps on one fixed batch.")
     python: str | None = None
     timeout_s: float = Field(default=300.0, gt=0, le=3600)
@@ -199,11 +199,7 @@ def register(registry: ToolRegistry) -> None:
         probe_gradients,
         input_model=ProbeInput,
         output_model=ProbeOutput,
-        description=(
-            "Investigating or testing a hypothesis: run your model a few steps; where gradients break. "
-            "entrypoint returns {model, batch, ...} (resource probe://entrypoint); for a training script "
-            "pass scaffold=train.py."
-        ),
+        description="Investigating: run your model a few steps; where gradients break. See probe://entrypoint; or scaffold=train.py",
         title="Probe gradients",
         read_only=False,
         destructive=True,
