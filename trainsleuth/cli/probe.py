@@ -3,6 +3,7 @@
 trainsleuth probe train.py:make_probe [--steps N] [--python PYTHON] [--timeout S]
                   [--memory-limit MB] [--json] [--plot out.png] [--fail-on LEVEL]
 trainsleuth probe --read RUN_DIR      # a live-mode run written by trainsleuth.probe.attach
+trainsleuth probe --scaffold train.py [--script-args '...']   # a training script as it is
 """
 
 from __future__ import annotations
@@ -49,6 +50,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--read", default=None, metavar="RUN_DIR", help="read a live-mode run folder instead of probing"
     )
+    p.add_argument(
+        "--scaffold",
+        default=None,
+        metavar="SCRIPT",
+        help="write an entrypoint for a training script under .trainsleuth/scratch/ and probe it",
+    )
+    p.add_argument(
+        "--script-args",
+        default="",
+        metavar="ARGS",
+        help="arguments for the scaffolded script, one string (e.g. '--batch_size=4 --compile=False')",
+    )
     p.set_defaults(func=run)
 
 
@@ -59,11 +72,18 @@ def _fails(findings: list[Any], level: str) -> bool:
     return any(rank[f.severity] >= rank[level] for f in findings)
 
 
-def _error(args: argparse.Namespace, kind: str, message: str, next_step: str | None = None) -> int:
+def _error(
+    args: argparse.Namespace,
+    kind: str,
+    message: str,
+    next_step: str | None = None,
+    traceback: str | None = None,
+) -> int:
     from trainsleuth.cli import EXIT_ERROR
 
     if args.json:
-        print(json.dumps({"ok": False, "error": {"kind": kind, "message": message, "next_step": next_step}}))
+        error = {"kind": kind, "message": message, "next_step": next_step, "traceback": traceback}
+        print(json.dumps({"ok": False, "error": error}))
     print(f"trainsleuth probe: {message}", file=sys.stderr)
     if next_step:
         print(f"next step: {next_step}", file=sys.stderr)
@@ -85,17 +105,38 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": True, **live.model_dump(mode="json"), "healthy": live.healthy}))
         else:
+            from trainsleuth.tools.probe.report import finding_lines
+
             print(f"Live probe run {live.run_dir}: {live.steps_recorded} recorded step(s).")
             for f in live.findings:
-                print("  " + f.one_line())
+                print("\n".join(finding_lines(f)))
             if live.healthy:
                 print("No warnings or errors.")
         layers = live.layer_grad_rms
         findings = live.findings
     else:
+        scaffold = None
+        if args.scaffold:
+            import shlex
+
+            from trainsleuth.tools.probe.scaffold import write_scaffold
+
+            try:
+                scaffold = write_scaffold(Path(args.scaffold), Path.cwd(), shlex.split(args.script_args))
+            except ProbeError as exc:
+                return _error(args, exc.kind, exc.message, exc.next_step)
+            except ValueError as exc:
+                return _error(
+                    args, "bad_scaffold", f"--script-args: {exc}", "quote the arguments as one string"
+                )
+            args.entrypoint = scaffold.entrypoint
+            if not args.json:
+                print(
+                    f"Wrote {scaffold.path} (entrypoint {scaffold.entrypoint}); probing it.", file=sys.stderr
+                )
         if not args.entrypoint:
             print(
-                "trainsleuth probe: give ENTRYPOINT (path/to/file.py:function) or --read RUN_DIR",
+                "trainsleuth probe: give ENTRYPOINT (path/to/file.py:function), --scaffold SCRIPT or --read RUN_DIR",
                 file=sys.stderr,
             )
             return EXIT_USAGE
@@ -121,10 +162,13 @@ def run(args: argparse.Namespace) -> int:
         except ProbeError as exc:
             message = exc.message
             if exc.detail and not args.json:
-                message += "\n" + exc.detail[-1500:]
-            return _error(args, exc.kind, message, exc.next_step)
+                message += "\n" + exc.detail[-4000:]
+            return _error(args, exc.kind, message, exc.next_step, exc.detail)
         if args.json:
-            print(json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy}))
+            extra = {"scaffold": scaffold.model_dump()} if scaffold else {}
+            print(
+                json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy, **extra})
+            )
         else:
             print(render_report(report))
         layers = report.layer_grad_rms

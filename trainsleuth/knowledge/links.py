@@ -9,6 +9,16 @@ Ids are listed most likely first.
 from __future__ import annotations
 
 CODE_LINKS: dict[str, list[str]] = {
+    # ----------------------------------------------------------------- gradient probe: loss contract (issue 17)
+    "labels_all_ignored": ["padding-in-loss", "label-errors"],
+    "label_out_of_range": ["label-errors"],
+    "loss_input_mismatch": ["unstable-softmax", "loss-reduction-mismatch"],
+    "loss_wrong_axis": ["loss-reduction-mismatch"],
+    "loss_broadcast": ["loss-reduction-mismatch"],
+    "initial_loss_off": ["bad-initialisation"],
+    "train_mode_off": ["train-eval-mode"],
+    "dropout_in_eval": ["train-eval-mode"],
+    "grad_accumulation_mismatch": ["grad-accumulation-scaling", "missing-zero-grad", "ddp-no-sync-misuse"],
     # ----------------------------------------------------------------- gradient probe
     "nonfinite_loss": [
         "log-of-zero",

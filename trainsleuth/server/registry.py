@@ -276,6 +276,12 @@ def _apply_marker(
 
 def check_entrypoint(value: str, ctx: ServerContext, field_name: str = "entrypoint") -> str:
     target, sep, func = value.rpartition(":")
+    if not sep and value.endswith(".py"):
+        raise PolicyError(
+            f"{field_name}: {value!r} must look like path/to/file.py:function: it names a file, not the "
+            "function that returns {'model': ..., 'batch': ...} (resource probe://entrypoint)",
+            f"to probe a training script as it is, pass scaffold={value!r} instead of {field_name}",
+        )
     if not sep or not target or not func or value.startswith("-"):
         raise PolicyError(
             f"{field_name}: {value!r} must look like path/to/file.py:function or package.module:function",

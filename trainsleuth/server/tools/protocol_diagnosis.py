@@ -41,7 +41,7 @@ from trainsleuth.server.tools.protocol_common import (
 
 
 class ProposedFixInput(ToolInput):
-    files: list[WorkspacePath] = Field(default_factory=list, description="At least one.")
+    files: list[WorkspacePath] = Field(default_factory=list)
     change: str = Field(description="The one change.")
 
 
@@ -52,7 +52,7 @@ class SubmitDiagnosisInput(ToolInput):
     evidence_ids: list[str] = Field(default_factory=list)
     mechanism: str = Field(description="Why the cause produces the symptom.")
     proposed_fix: ProposedFixInput
-    reproducer: str | None = Field(default=None, description="Default: the investigation's; must fail now.")
+    reproducer: str | None = Field(default=None, description="Must fail now.")
     reproducer_timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600)
     side_effects: str = ""
     will_not_fix: str = ""
@@ -179,7 +179,7 @@ def record_review(args: RecordReviewInput, call: ToolCall) -> RecordReviewOutput
 class ApproveDiagnosisInput(ToolInput):
     investigation_id: str = iid()
     diagnosis_id: str | None = None
-    code: str | None = Field(default=None, description="The person's one-time code.")
+    code: str | None = None
     decision: Literal["approve", "reject"] = "approve"
     approver: str | None = None
     words: str | None = None

@@ -49,7 +49,7 @@ class StartInvestigationInput(ToolInput):
     observed: str | None = None
     started_when: str | None = None
     what_changed: str | None = Field(default=None, description="Commit, config, env, version...")
-    last_good: str | None = Field(default=None, description="Last good version or commit.")
+    last_good: str | None = None
     reproducible: Reproducible = "unknown"
     reproducer: str | None = Field(
         default=None, description="Shell command that fails now and passes once fixed."
