@@ -40,6 +40,34 @@ for _ in range(3):
 """
 
 
+HAND_WRITTEN_LOSS = """\
+import torch
+
+
+def huber(pred, target, delta=1.0):
+    diff = pred{squeeze} - target
+    return torch.where(diff.abs() <= delta, 0.5 * diff**2, delta * (diff.abs() - 0.5 * delta)).mean()
+"""
+
+HAND_WRITTEN_TRAIN = """\
+import torch
+from torch import nn
+
+from losses import huber
+
+torch.manual_seed(0)
+x = torch.randn(256, 8)
+y = x[:, 0] * 2.0 - x[:, 1]
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+for i in range(0, 256, 32):
+    loss = huber(model(x[i : i + 32]), y[i : i + 32])
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
 @pytest.fixture
 def ws(workspace: Path) -> Path:
     for f in SCRIPTS.glob("*.py"):
@@ -76,6 +104,25 @@ def test_scaffold_finds_the_broadcast_in_a_broken_script(ws: Path) -> None:
     (f,) = [f for f in out["findings"] if f["code"] == "loss_broadcast"]
     assert f["evidence"]["operation"] == "mse_loss" and f["evidence"]["result_shape"] == [32, 32]
     assert f["module"] == "2" and f["evidence"]["params"] == ["2.weight", "2.bias"]
+
+
+@pytest.mark.parametrize("squeeze", ["", ".squeeze(-1)"])
+def test_scaffold_replays_a_loss_function_of_the_scripts_own_code(ws: Path, squeeze: str) -> None:
+    """A hand-written loss in the project's own module (the agent benchmark's house_regression): the
+    capture records the function called on the model's output and replays it with the batch's target,
+    so the broadcast is found (named with the user's line), and the fixed loss is healthy."""
+    (ws / "losses.py").write_text(HAND_WRITTEN_LOSS.format(squeeze=squeeze))
+    (ws / "handwritten_train.py").write_text(HAND_WRITTEN_TRAIN)
+    rc, out, err = cli(ws, "--scaffold", "handwritten_train.py")
+    assert rc == 0 and out["ok"], err
+    broadcast = [f for f in out["findings"] if f["code"] == "loss_broadcast"]
+    if squeeze:
+        assert out["healthy"] is True and not broadcast, out["findings"]
+        assert out["losses"][-1] < out["losses"][0]
+        return
+    (f,) = broadcast
+    assert f["evidence"]["result_shape"] == [32, 32] and f["evidence"]["where"] == "losses.py:5 in huber"
+    assert f["module"] == "2" and "losses.py:5 in huber" in f["message"]
 
 
 def test_scaffold_nanogpt_style_script_uses_its_own_scaled_loss(ws: Path) -> None:

@@ -16,6 +16,8 @@ Torch only.
 """
 
 import math
+import os
+import sys
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -81,6 +83,21 @@ def _arg(args, kwargs, index, name, default=None):
 
 def _shape(t):
     return list(t.shape)
+
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_site():
+    """'file.py:line in function' of the innermost caller outside torch and the probe: the user's line."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if not name.startswith((_TORCH_DIR, _HERE)) and not name.startswith("<"):
+            return f"{os.path.basename(name)}:{frame.f_lineno} in {frame.f_code.co_name}"
+        frame = frame.f_back
+    return None
 
 
 class LossWatch(TorchFunctionMode):
@@ -300,15 +317,18 @@ class LossWatch(TorchFunctionMode):
             return  # one side is only expanded to the other's shape (a scalar weight, a mask)
         module = self.rec.producer(pred)
         op = name.strip("_")
+        site = _user_site()
         self._add(
             "loss_broadcast",
             "error",
-            f"The loss code's `{op}` broadcasts the prediction {tuple(pred.shape)} against the target "
-            f"{tuple(target.shape)} into a {tuple(out_shape)} tensor: every prediction is compared with "
-            "every target. Make the shapes equal (e.g. prediction.squeeze(-1) or target.view(-1, 1)).",
+            f"The loss code's `{op}`{f' ({site})' if site else ''} broadcasts the prediction "
+            f"{tuple(pred.shape)} (from module `{module}`) against the target {tuple(target.shape)} into a "
+            f"{tuple(out_shape)} tensor: every prediction is compared with every target. Make the shapes "
+            "equal (e.g. prediction.squeeze(-1) or target.view(-1, 1)).",
             module,
             {
                 "operation": op,
+                "where": site,
                 "prediction_shape": _shape(pred),
                 "target_shape": _shape(target),
                 "result_shape": list(out_shape),

@@ -3,7 +3,8 @@
 Used by scaffolded entrypoints (`trainsleuth probe --scaffold train.py`). The script runs as
 `__main__` with the given arguments, in the user's interpreter; while it runs, the outermost
 module call with gradients enabled (the model and its inputs), every loss computed from the model's
-output, and the tensor `backward()` is called on are recorded. At the first `optimizer.step()` the
+output (a criterion, a `torch.nn.functional` loss, or a function of the script's own code such as a
+hand-written Huber loss), and the tensor `backward()` is called on are recorded. At the first `optimizer.step()` the
 script is stopped before the step is taken, and the probe gets the model, the optimizer, its LR
 scheduler, the batch the model last saw, and a `loss_fn` that recomputes the script's loss from it.
 When the loss cannot be recomputed (it is built from the output with code the capture cannot
@@ -16,6 +17,7 @@ import linecache
 import os
 import runpy
 import sys
+import types
 from types import FrameType  # noqa: F401  (type comment)
 
 import torch
@@ -66,6 +68,69 @@ class _State:
         self.optimizer = None
         self.targets = []
         self.scheduler = None
+        self.folder = os.path.dirname(self.script) + os.sep
+        self.pending = {}  # frame -> (code, positional values, keyword values) of a user function
+        self.user_code = {}  # code object -> whether it is the script's own plain function
+
+
+_ARBITRARY_ARGS = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
+
+
+def _own_function(state, code):
+    """True for a plain function of the script's own folder (not an installed package, not ours)."""
+    known = state.user_code.get(code)
+    if known is None:
+        name = os.path.abspath(code.co_filename)
+        known = (
+            name.startswith(state.folder)
+            and "site-packages" not in name
+            and not os.path.basename(name).startswith("_ts_")
+            and not code.co_flags & _ARBITRARY_ARGS
+            and not name.endswith("__main__")
+        )
+        state.user_code[code] = known
+    return known
+
+
+def _profiler(state):
+    """sys.setprofile hook: records calls of the script's own functions that receive the model's output
+    and return a tensor (a hand-written loss), so the scaffold can replay them."""
+
+    def hook(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if state.root is None or not _own_function(state, code):
+                return
+            output = state.root[3]
+            names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+            values = [frame.f_locals.get(n) for n in names]
+            if any(_tensor(v) and _select(output, v) is not None for v in values):
+                positional = values[: code.co_argcount]
+                keywords = dict(zip(names[code.co_argcount :], values[code.co_argcount :]))
+                state.pending[frame] = (code, positional, keywords)
+        elif event == "return" and frame in state.pending:
+            code, positional, keywords = state.pending.pop(frame)
+            if _tensor(arg):
+                state.losses.append((_UserFunction(code), tuple(positional), keywords, arg))
+
+    return hook
+
+
+class _UserFunction:
+    """A function of the script, called again by the replayed loss (found from its code object)."""
+
+    def __init__(self, code):
+        self.code = code
+        self.__name__ = code.co_name
+        self._fn = None
+
+    def __call__(self, *args, **kwargs):
+        if self._fn is None:
+            found = [f for f in gc.get_referrers(self.code) if isinstance(f, types.FunctionType)]
+            if len(found) != 1:
+                raise RuntimeError(f"cannot call {self.code.co_name} of the script again")
+            self._fn = found[0]
+        return self._fn(*args, **kwargs)
 
 
 def _select(output, target):
@@ -124,6 +189,9 @@ def capture(script, argv=(), cwd=None, loss_fn=None):
             if any(p.requires_grad for p in self.parameters()):
                 state.root = (self, args, kwargs, out)
                 state.losses = []
+                state.pending.clear()
+                if sys.getprofile() is not profiler:
+                    sys.setprofile(profiler)
             elif state.root is not None:
                 state.losses.append((self, args, kwargs, out))
         return out
@@ -143,6 +211,8 @@ def capture(script, argv=(), cwd=None, loss_fn=None):
         raise _Captured
 
     global ACTIVE
+    profiler = _profiler(state)
+    old_profile = sys.getprofile()
     handle = _register_step_pre_hook(step_pre)
     ACTIVE = True
     old_argv, old_path, old_cwd = list(sys.argv), list(sys.path), os.getcwd()
@@ -169,6 +239,7 @@ def capture(script, argv=(), cwd=None, loss_fn=None):
             ) from None
         finished = True
     finally:
+        sys.setprofile(old_profile)
         ACTIVE = False
         handle.remove()
         torch.nn.Module.__call__ = orig_call  # type: ignore[method-assign]
@@ -238,7 +309,8 @@ def _infer_loss(state, output, loss_t):
             return lambda m, b, path=path: _follow(_call(m, b), path)
         if _derived(loss_t, own):
             return lambda m, b, path=path, own=own: _scale(loss_t, own, _follow(_call(m, b), path))
-    # a loss function called on the model's output (a criterion module or torch.nn.functional)
+    # a loss function called on the model's output (a criterion module, torch.nn.functional, or a
+    # function of the script's own code)
     for fn, args, kwargs, result in reversed(state.losses):
         if not _tensor(result) or not (result is loss_t or _derived(loss_t, result)):
             continue
