@@ -53,9 +53,9 @@ def _same(a: float, b: float) -> bool:
 
 
 def test_fast_path_matches_line_parsers(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from trainsleuth.tools.logs import readers
+    from trainsleuth.tools.logs import source
 
-    monkeypatch.setattr(readers, "BLOCK", 64 << 10)  # many blocks, so templates do the bulk of the work
+    monkeypatch.setattr(source, "BLOCK", 64 << 10)  # many blocks, so templates do the bulk of the work
     lines = _mixed_lines(6000)
     p = tmp_path / "mixed.log"
     p.write_text("\n".join(lines) + "\n")

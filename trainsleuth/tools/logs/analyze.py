@@ -10,9 +10,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from trainsleuth.tools.findings import SEVERITY_RANK, Finding
-from trainsleuth.tools.logs import detect
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.errors import KIND_TEXT, ErrorScanner
+from trainsleuth.tools.logs.detect import detect_all
+from trainsleuth.tools.logs.errors import ErrorScanner
 from trainsleuth.tools.logs.readers import Progress, ReadStats, collect
 from trainsleuth.tools.logs.series import DEFAULT_CAPACITY, Series
 
@@ -127,99 +127,3 @@ def _main_series(series: list[Series]) -> Series | None:
             if s.role == role:
                 return s
     return series[0] if series else None
-
-
-def detect_all(series: list[Series], errors: ErrorScanner, collector: Collector) -> list[Finding]:
-    by_role: dict[str, list[Series]] = {}
-    for s in series:
-        by_role.setdefault(s.role, []).append(s)
-    events: list[Finding] = []
-    events += detect.detect_nonfinite(series)
-    losses = list(by_role.get("loss", []))
-    comps = by_role.get("loss_component", [])
-    if not losses and len(comps) == 1 and not by_role.get("reward") and not by_role.get("kl"):
-        losses = comps
-    loss_spikes = []
-    for s in losses:
-        la = detect.detect_loss(s)
-        events += la.findings
-        loss_spikes += la.spikes
-    for s in by_role.get("grad_norm", []):
-        spikes = detect.detect_grad_norm(s)
-        events += detect.grad_findings(s, spikes, loss_spikes)
-    for s in series:
-        f = detect.detect_constant(s)
-        if f:
-            events.append(f)
-    trains = losses
-    for v in by_role.get("val_loss", []):
-        if trains:
-            f = detect.detect_overfitting(v, trains[0])
-            if f:
-                events.append(f)
-    falls: list[float] = []
-    for s in by_role.get("loss_scale", []):
-        found, fl = detect.detect_loss_scale(s)
-        events += found
-        falls += fl
-    repeated: list[float] = []
-    for g in by_role.get("grad_norm", []):
-        repeated += detect.repeated_grad_steps(g)
-    if falls:  # a repeated grad norm means a skipped step only in fp16 runs with scale drops
-        pass
-    else:
-        repeated = []
-    counters = by_role.get("skipped", []) + by_role.get("nan_iterations", [])
-    steps_all = [s.segments[0].first_step for s in series if s.segments]
-    last_all = [s.segments[-1].last_step for s in series if s.segments]
-    f = detect.detect_skipped(
-        counters,
-        falls,
-        errors.overflow_steps,
-        repeated,
-        collector.records,
-        min(steps_all) if steps_all else None,
-        max(last_all) if last_all else None,
-    )
-    if f:
-        events.append(f)
-    batch_changes = any(
-        len({round(v, 6) for v in s.timeline()[1]}) > 1 for s in by_role.get("batch_size", [])
-    )
-    for role in ("throughput", "step_time"):
-        for s in by_role.get(role, []):
-            f = detect.detect_throughput(s, batch_changes)
-            if f:
-                events.append(f)
-    for hit in errors.hits.values():
-        sev = "error"
-        text = KIND_TEXT.get(hit.kind, hit.kind)
-        if hit.kind == "min_loss_scale":
-            events.append(
-                detect.finding(
-                    "loss_scale_collapse",
-                    "error",
-                    f"The log says the minimum loss scale was reached (line {hit.line_no}).",
-                    step=hit.step,
-                    evidence_line=hit.line_no,
-                    text=hit.text,
-                )
-            )
-        events.append(
-            detect.finding(
-                "error_message",
-                sev,
-                f"The log holds a {text} at line {hit.line_no}"
-                + (f" ({hit.count} such lines)" if hit.count > 1 else "")
-                + f": {hit.exception or hit.text}"[:400],
-                step=hit.step,
-                kind=hit.kind,
-                line=hit.line_no,
-                last_line=hit.last_line_no if hit.count > 1 else None,
-                count=hit.count,
-                text=hit.text,
-                exception=hit.exception,
-                step_note="the last step logged before this line" if hit.step is not None else None,
-            )
-        )
-    return events

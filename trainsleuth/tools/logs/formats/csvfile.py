@@ -22,8 +22,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.tools.logs.readers import ReadContext, ReadStats, _decode, iter_raw_blocks
 from trainsleuth.tools.logs.series import all_finite
+from trainsleuth.tools.logs.source import ReadContext, ReadStats, decode, iter_raw_blocks
 from trainsleuth.tools.logs.spans import Span, file_spans
 from trainsleuth.tools.logs.textparse import to_float
 
@@ -106,7 +106,7 @@ def _take_header(raw: bytes | bytearray, stats: ReadStats) -> tuple[list[str], s
         pos = end + 1
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        _decode(raw[:pos], stats)  # count the lines up to the header
+        decode(raw[:pos], stats)  # count the lines up to the header
         delim = "\t" if line.count("\t") > line.count(",") else ","
         try:
             header = [h.strip() for h in next(csv.reader([line.rstrip("\r")], delimiter=delim), [])]
@@ -115,7 +115,7 @@ def _take_header(raw: bytes | bytearray, stats: ReadStats) -> tuple[list[str], s
         if not header:  # pragma: no cover - a non-blank line always gives a field
             header = [line.strip()]
         return header, delim, raw[pos:]
-    _decode(raw, stats)
+    decode(raw, stats)
     return None
 
 
@@ -135,7 +135,7 @@ def _finish(raw: Raw, job: Future[Loaded] | None, names: list[str], delim: str, 
     block's text through the Python conversion."""
     data, columns = job.result() if job is not None else (_as_bytes(raw), None)
     if columns is None:
-        _csv_block(_decode(data, ctx.stats), names, delim, step_col, ctx, prefix)
+        _csv_block(decode(data, ctx.stats), names, delim, step_col, ctx, prefix)
         return
     rows = len(columns[0])
     ctx.stats.lines += rows  # a converted block is plain ASCII, one row per line

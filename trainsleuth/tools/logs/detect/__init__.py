@@ -1,0 +1,120 @@
+"""Anomaly detectors over metric series, one rule family per module, and `detect_all`, which runs
+them on a read log. Conservative by design: a healthy run (noisy, with warmup, schedule changes,
+periodic evaluation, noisy RL rewards) yields no warning or error.
+
+Robust statistics throughout: baselines are medians of trailing *accepted* points (points not
+themselves anomalous), spread is the MAD scaled to a standard deviation, and every threshold
+also has a relative floor so quantised or near-constant series do not trip on tiny changes.
+"""
+
+from __future__ import annotations
+
+from trainsleuth.tools.findings import Finding
+from trainsleuth.tools.logs.collect import Collector
+from trainsleuth.tools.logs.detect.common import finding
+from trainsleuth.tools.logs.detect.gradnorm import detect_grad_norm, grad_findings, repeated_grad_steps
+from trainsleuth.tools.logs.detect.loss import detect_loss
+from trainsleuth.tools.logs.detect.overfit import detect_overfitting
+from trainsleuth.tools.logs.detect.precision import detect_loss_scale, detect_skipped
+from trainsleuth.tools.logs.detect.throughput import detect_throughput
+from trainsleuth.tools.logs.detect.values import detect_constant, detect_nonfinite
+from trainsleuth.tools.logs.errors import KIND_TEXT, ErrorScanner
+from trainsleuth.tools.logs.series import Series
+
+__all__ = ["detect_all"]
+
+
+def detect_all(series: list[Series], errors: ErrorScanner, collector: Collector) -> list[Finding]:
+    by_role: dict[str, list[Series]] = {}
+    for s in series:
+        by_role.setdefault(s.role, []).append(s)
+    events: list[Finding] = []
+    events += detect_nonfinite(series)
+    losses = list(by_role.get("loss", []))
+    comps = by_role.get("loss_component", [])
+    if not losses and len(comps) == 1 and not by_role.get("reward") and not by_role.get("kl"):
+        losses = comps
+    loss_spikes = []
+    for s in losses:
+        la = detect_loss(s)
+        events += la.findings
+        loss_spikes += la.spikes
+    for s in by_role.get("grad_norm", []):
+        spikes = detect_grad_norm(s)
+        events += grad_findings(s, spikes, loss_spikes)
+    for s in series:
+        f = detect_constant(s)
+        if f:
+            events.append(f)
+    trains = losses
+    for v in by_role.get("val_loss", []):
+        if trains:
+            f = detect_overfitting(v, trains[0])
+            if f:
+                events.append(f)
+    falls: list[float] = []
+    for s in by_role.get("loss_scale", []):
+        found, fl = detect_loss_scale(s)
+        events += found
+        falls += fl
+    repeated: list[float] = []
+    for g in by_role.get("grad_norm", []):
+        repeated += repeated_grad_steps(g)
+    if falls:  # a repeated grad norm means a skipped step only in fp16 runs with scale drops
+        pass
+    else:
+        repeated = []
+    counters = by_role.get("skipped", []) + by_role.get("nan_iterations", [])
+    steps_all = [s.segments[0].first_step for s in series if s.segments]
+    last_all = [s.segments[-1].last_step for s in series if s.segments]
+    f = detect_skipped(
+        counters,
+        falls,
+        errors.overflow_steps,
+        repeated,
+        collector.records,
+        min(steps_all) if steps_all else None,
+        max(last_all) if last_all else None,
+    )
+    if f:
+        events.append(f)
+    batch_changes = any(
+        len({round(v, 6) for v in s.timeline()[1]}) > 1 for s in by_role.get("batch_size", [])
+    )
+    for role in ("throughput", "step_time"):
+        for s in by_role.get(role, []):
+            f = detect_throughput(s, batch_changes)
+            if f:
+                events.append(f)
+    for hit in errors.hits.values():
+        sev = "error"
+        text = KIND_TEXT.get(hit.kind, hit.kind)
+        if hit.kind == "min_loss_scale":
+            events.append(
+                finding(
+                    "loss_scale_collapse",
+                    "error",
+                    f"The log says the minimum loss scale was reached (line {hit.line_no}).",
+                    step=hit.step,
+                    evidence_line=hit.line_no,
+                    text=hit.text,
+                )
+            )
+        events.append(
+            finding(
+                "error_message",
+                sev,
+                f"The log holds a {text} at line {hit.line_no}"
+                + (f" ({hit.count} such lines)" if hit.count > 1 else "")
+                + f": {hit.exception or hit.text}"[:400],
+                step=hit.step,
+                kind=hit.kind,
+                line=hit.line_no,
+                last_line=hit.last_line_no if hit.count > 1 else None,
+                count=hit.count,
+                text=hit.text,
+                exception=hit.exception,
+                step_note="the last step logged before this line" if hit.step is not None else None,
+            )
+        )
+    return events

@@ -1,0 +1,163 @@
+"""Upward excursions above a robust local baseline (loss spikes, grad-norm spikes)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from trainsleuth.tools.logs.detect.common import MIN_HISTORY, WINDOW, step_spacing
+
+LOSS_K, LOSS_REL = 6.0, 0.35  # loss spike: above median + max(6 sigma, 35 %)
+GRAD_K, GRAD_FACTOR = 8.0, 4.0  # grad-norm spike: above max(4x median, median + 8 sigma)
+
+
+@dataclass
+class Spike:
+    start: int  # index of the first anomalous point
+    peak: int
+    end: int  # last anomalous index
+    recovered: int | None  # first index back to normal (None: the series ends first)
+    base: float
+    sigma: float
+    threshold: float
+    onset: int = -1  # grad norm: where the rise began (may precede `start`)
+    flagged: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def shorth(values: list[float]) -> tuple[float, float]:
+    """Location and spread of the densest half of the values (robust to a long excursion)."""
+    v = sorted(values)
+    n = len(v)
+    h = max(3, (n + 1) // 2)
+    best = min(range(n - h + 1), key=lambda i: v[i + h - 1] - v[i])
+    part = v[best : best + h]
+    return median(part), (part[-1] - part[0]) / 1.349
+
+
+def diff_sigma(values: list[float]) -> float:
+    """Noise level from first differences: insensitive to slow trends (loss going down)."""
+    if len(values) < 3:
+        return 0.0
+    return 1.4826 * median([abs(b - a) for a, b in itertools.pairwise(values)]) / math.sqrt(2)
+
+
+def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) -> list[Spike]:
+    """Upward excursions above a robust trailing baseline, grouped into events.
+
+    The baseline is local in steps: only accepted points within WINDOW typical step spacings
+    count, and the noise level comes from differences between neighbouring accepted points,
+    so excerpts pasted with large step gaps do not inflate it."""
+    n = len(vals)
+    if n < 6:
+        return []
+    if steps is None:
+        steps = [float(i) for i in range(n)]
+    spacing = step_spacing(steps)
+    near = WINDOW * spacing
+    glob_med, glob_sig = shorth(vals)
+    acc_s: list[float] = []
+    acc_v: list[float] = []
+    flags = [False] * n
+    info: list[tuple[float, float, float] | None] = [None] * n
+    warm = n >= 50
+    last_sig: float | None = None
+    for i, v in enumerate(vals):
+        st = steps[i]
+        if warm and len(acc_v) < MIN_HISTORY:
+            acc_s.append(st)
+            acc_v.append(v)  # not enough history yet (warmup): no baseline
+            continue
+        k = len(acc_v)
+        while k > 0 and k > len(acc_v) - 2 * WINDOW and st - acc_s[k - 1] <= near:
+            k -= 1
+        local = acc_v[k:]
+        diffs = [
+            abs(acc_v[j] - acc_v[j - 1])
+            for j in range(max(1, k), len(acc_v))
+            if acc_s[j] - acc_s[j - 1] <= 3 * spacing
+        ]
+        if len(diffs) >= (3 if warm else 1):
+            sig = 1.4826 * median(diffs) / math.sqrt(2)
+        else:
+            sig = last_sig if last_sig is not None else glob_sig
+        if len(local) >= 5:
+            base = median(local[-5:])
+            recent = local[-WINDOW:]
+            med = median(recent)
+            sig = max(sig, 1.4826 * median([abs(x - med) for x in recent]))
+            last_sig = sig
+        elif len(local) >= 2:
+            base = median(local[-5:])
+            last_sig = sig
+        elif len(acc_v) >= 2 and last_sig is not None:
+            # nothing accepted nearby (a long excursion or a gap): keep the last known baseline
+            base, sig = median(acc_v[-5:]), last_sig
+        elif acc_v and not warm:
+            base = acc_v[-1]
+        else:
+            base, sig = glob_med, glob_sig
+        if kind == "grad_norm":
+            if base <= 0:
+                acc_s.append(st)
+                acc_v.append(v)
+                continue
+            thr = max(base * GRAD_FACTOR, base + GRAD_K * sig)
+        else:
+            thr = base + max(LOSS_K * sig, LOSS_REL * abs(base), 1e-8)
+        # A spike is a jump: the value rose from the record before it (or continues an event),
+        # so a loss that simply starts high and falls is never flagged.
+        if v > thr and i > 0 and (v > vals[i - 1] or flags[i - 1]):
+            flags[i] = True
+            info[i] = (base, sig, thr)
+        else:
+            acc_s.append(st)
+            acc_v.append(v)
+    spikes: list[Spike] = []
+    i = 0
+    while i < n:
+        if not flags[i]:
+            i += 1
+            continue
+        start = i
+        base, sig, thr = info[i]  # type: ignore[misc]
+        j = i
+        last_flag = i
+        normal_run = 0
+        while j + 1 < n:
+            j += 1
+            if flags[j]:
+                last_flag = j
+                normal_run = 0
+            else:
+                normal_run += 1
+                if normal_run >= 2:
+                    break
+        peak = max(range(start, last_flag + 1), key=lambda k: vals[k])
+        if kind == "grad_norm":
+            calm = max(2.0 * base, base + 3 * sig)
+        else:
+            calm = base + max(2 * sig, 0.1 * abs(base))
+        recovered = next((k for k in range(peak + 1, n) if vals[k] <= calm), None)
+        if recovered is not None and recovered > last_flag + 1 and any(flags[last_flag + 1 : recovered]):
+            recovered = None
+        sp = Spike(start, peak, last_flag, recovered, base, sig, thr)
+        sp.flagged = sum(flags[start : last_flag + 1])
+        # Onset: walk back from the first flagged point over the records that were already
+        # rising above the calm level (a ramp that crossed the threshold only later).
+        onset = start
+        rise_floor = 2 * base if kind == "grad_norm" else calm
+        while (
+            onset - 1 >= 0
+            and vals[onset - 1] < vals[onset]
+            and vals[onset - 1] > rise_floor
+            and steps[onset] - steps[onset - 1] <= 3 * spacing  # not back across a gap
+        ):
+            onset -= 1
+        sp.onset = onset
+        spikes.append(sp)
+        i = last_flag + 1
+    return spikes

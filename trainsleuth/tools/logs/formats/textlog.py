@@ -1,0 +1,172 @@
+"""Console logs and metric text files, read in blocks of whole lines.
+
+Lines matching a learnt template are parsed a block at a time (`fastpath`); the rest go through
+the line parsers (`textparse`) one by one, with Megatron records wrapped over several lines joined
+and every line with an error word shown to the error scanner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from trainsleuth.tools.logs.collect import Collector
+from trainsleuth.tools.logs.errors import has_trigger
+from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
+from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, iter_blocks
+from trainsleuth.tools.logs.textparse import _MEGATRON, LINE_PARSERS, clean_line, parse_megatron
+
+
+class _LineState:
+    """The line-by-line parser for lines no template took: Megatron records wrapped over
+    several lines are joined, and each complete line's shape is shown to the template engine."""
+
+    def __init__(
+        self, parser: LineParser, megatron_ok: bool, sink: _Sink, engine: TemplateEngine | None
+    ) -> None:
+        self.parser = parser
+        self.megatron_ok = megatron_ok
+        self.sink = sink
+        self.engine = engine
+        self.pending: str | None = None
+        self.pending_n = 0
+        self.long_lines = 0
+
+    def feed(self, line: str) -> None:
+        if len(line) > MAX_LINE:
+            self.long_lines += 1
+            return
+        add = self.sink.add_record
+        if self.megatron_ok:
+            if self.pending is not None:
+                s = clean_line(line)
+                if not s or self.pending_n >= 4 or _MEGATRON.search(s):
+                    self.flush()
+                else:
+                    self.pending += " " + s
+                    self.pending_n += 1
+                    if s.endswith("|"):
+                        self.flush()
+                    return
+            if "iteration" in line and "|" in line:
+                s = clean_line(line)
+                if not s.endswith("|") and _MEGATRON.search(s):
+                    self.pending, self.pending_n = s, 0
+                    return
+        for step, metrics in self.parser(line):
+            add(step, metrics)
+        if self.engine is not None:
+            self.engine.observe(line)
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            for step, metrics in parse_megatron(self.pending):
+                self.sink.add_record(step, metrics)
+            self.pending = None
+
+
+class _Sink(BlockSink):
+    """One block's columns (fast path) and records (line path), merged into the series in step
+    order when a metric got values from both."""
+
+    def __init__(self, collector: Collector, prefix: str) -> None:
+        super().__init__()
+        self.collector = collector
+        self.prefix = prefix
+        self.slow: dict[str, tuple[list[float], list[float]]] = {}
+        self.positional: set[str] = set()
+
+    def add_record(self, step: float | None, metrics: dict[str, float]) -> None:
+        c = self.collector
+        c.records += 1
+        if step is None or step != step:
+            if c.last_step is not None:
+                step = c.last_step
+            else:
+                step = float(c.records)
+                self.positional.update(metrics)
+        else:
+            c.last_step = step
+        slow = self.slow
+        for name, value in metrics.items():
+            cols = slow.get(name)
+            if cols is None:
+                cols = slow[name] = ([], [])
+            cols[0].append(step)
+            cols[1].append(value)
+
+    def flush_block(self) -> None:
+        import numpy as np
+
+        c = self.collector
+        c.records += self.records
+        last: float | None = None
+        for name, (st, vals) in self.slow.items():
+            self.cols.setdefault(name, []).append(
+                (np.asarray(st, dtype=np.float64), np.asarray(vals, dtype=np.float64))
+            )
+        for name, chunks in self.cols.items():
+            if len(chunks) == 1:
+                steps, values = chunks[0]
+            else:
+                steps = np.concatenate([ch[0] for ch in chunks])
+                values = np.concatenate([ch[1] for ch in chunks])
+                order = np.argsort(steps, kind="stable")
+                steps, values = steps[order], values[order]
+            if len(steps):
+                top = float(steps[-1])
+                last = top if last is None else max(last, top)
+            c.add_columns(self.prefix + name, name, steps, values, positional=name in self.positional,
+                          run_prefix=self.prefix.endswith("/"))  # fmt: skip
+        if last is not None and self.records:
+            c.last_step = last if c.last_step is None else max(c.last_step, last)
+        self.cols = {}
+        self.slow = {}
+        self.records = 0
+        self.positional = set()
+
+
+def _lazy_step(text: str, pos: int, parser: LineParser, fallback: float | None) -> Callable[[], float | None]:
+    return lambda: _step_before(text, pos, parser, fallback) if pos >= 0 else fallback
+
+
+def _step_before(text: str, pos: int, parser: LineParser, fallback: float | None) -> float | None:
+    end = pos
+    for _ in range(30):
+        if end <= 0:
+            break
+        start = text.rfind("\n", 0, end - 1) + 1
+        for step, _m in parser(text[start : end - 1] if end - 1 > start else ""):
+            if step is not None:
+                return step
+        end = start
+    return fallback
+
+
+def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "") -> None:
+    parser = LINE_PARSERS.get(fmt, LINE_PARSERS["auto"])
+    sink = _Sink(ctx.collector, prefix)
+    engine = TemplateEngine(parser)
+    state = _LineState(parser, fmt in ("auto", "megatron"), sink, engine)
+    scanner = ctx.errors
+    line_no = 1
+    for text in iter_blocks(path, ctx, size):
+        rest = engine.consume(text, sink) if engine.active else text
+        if rest:
+            # Templates never take a line with an error word, so error lines are all here; their
+            # line numbers are found in the block only when one turns up.
+            find_from, counted_to, counted = 0, 0, 0
+            for line in rest.split("\n")[:-1]:
+                if has_trigger(line):
+                    pos = text.find(line, find_from)
+                    if pos >= 0:
+                        counted += text.count("\n", counted_to, pos)
+                        counted_to = find_from = pos
+                        find_from = pos + len(line)
+                    fallback = ctx.collector.last_step
+                    scanner.scan(line, line_no + counted, _lazy_step(text, pos, parser, fallback))
+                state.feed(line)
+        line_no += text.count("\n")
+        sink.flush_block()
+    state.flush()
+    sink.flush_block()
+    ctx.stats.long_lines_skipped += state.long_lines
