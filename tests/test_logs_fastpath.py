@@ -41,7 +41,7 @@ def _mixed_lines(n: int, seed: int = 0) -> list[str]:
 def _expected(lines: list[str]) -> dict[str, list[tuple[float, float]]]:
     out: dict[str, list[tuple[float, float]]] = {}
     for line in lines:
-        for step, metrics in parse_line_auto(line):
+        for step, metrics, _source in parse_line_auto(line):
             assert step is not None
             for name, value in metrics.items():
                 out.setdefault(name, []).append((step, value))

@@ -13,6 +13,7 @@ that match no template (new shapes, chatter, wrapped records) fall through to th
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from trainsleuth.tools.logs.errors import is_error_line
 
 # A number as the parsers see one: not glued to a word (`layer_0`, `[default7]` stay literal).
 NUM_PATTERN = (
-    r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"(?<![\w.,])[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
     r"|(?<![\w.])[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity)(?!\w)"
 )
 NUM_TOKEN = re.compile(NUM_PATTERN)
@@ -29,7 +30,7 @@ MAX_TEMPLATES = 64
 MAX_ACTIVE = 16
 MAX_TEMPLATE_LINE = 4096
 
-LineParser = Callable[[str], list[tuple["float | None", dict[str, float]]]]
+LineParser = Callable[..., list[tuple["float | None", dict[str, float], str]]]
 
 
 @dataclass
@@ -42,6 +43,8 @@ class Template:
     seen: int = 1
     hits: int = 0
     idle_blocks: int = 0
+    source: str = ""  # where the step comes from (the parser's step source for this shape)
+    grouped: frozenset[int] = frozenset()  # groups printed with thousands separators (`47,831`)
 
 
 def _sentinel(token: str) -> tuple[str, float]:
@@ -66,9 +69,9 @@ def build_template(line: str, parser: LineParser) -> Template:
         if not spans:
             return refuse  # a line without numbers is cheap to parse anyway
         return _compile(line, spans, set(), Template(regex=None))
-    step0, metrics0 = base[0]
+    step0, metrics0, source0 = base[0]
     names0 = set(metrics0)
-    t = Template(regex=None)
+    t = Template(regex=None, source=source0)
     literal: set[int] = set()
     mapped: set[str] = set()
     for k, (a, b) in enumerate(spans):
@@ -76,7 +79,7 @@ def build_template(line: str, parser: LineParser) -> Template:
         recs = parser(line[:a] + text + line[b:])
         if len(recs) != 1:
             return refuse
-        step_k, metrics_k = recs[0]
+        step_k, metrics_k, _ = recs[0]
         if set(metrics_k) != names0:
             if line[a:b].lstrip("+-").isalpha():
                 literal.add(k)  # a word like `nan` inside a key ("number of nan iterations")
@@ -129,6 +132,7 @@ def _compile(line: str, spans: list[tuple[int, int]], literal: set[int], t: Temp
         t.regex = None
         return t
     t.groups = g
+    t.grouped = frozenset(group_of[k] for k, (a, b) in enumerate(spans) if k in group_of and "," in line[a:b])
     t.step_slot = group_of[t.step_slot] if t.step_slot is not None else None
     t.slots = [(group_of[k], name) for k, name in t.slots]
     return t
@@ -148,7 +152,14 @@ def shape_key(line: str) -> str:
 
 # Inside a template the literal text around a number is fixed, so the number itself needs no
 # look-behind: a simpler pattern keeps the regex engine fast.
-_GROUP = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity)"
+_GROUP = (
+    r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity)"
+)
+
+
+def _grouped_float(cell: str) -> float:
+    return float(cell.replace(",", ""))
 
 
 class BlockSink:
@@ -157,6 +168,7 @@ class BlockSink:
     def __init__(self) -> None:
         self.cols: dict[str, list[tuple[Any, Any]]] = {}
         self.records = 0
+        self.sources: Counter[str] = Counter()  # records by where their step came from
 
     def add_columns(self, name: str, steps: Any, values: Any) -> None:
         self.cols.setdefault(name, []).append((steps, values))
@@ -168,6 +180,7 @@ class TemplateEngine:
         self.templates: dict[str, Template] = {}
         self.active: list[Template] = []
         self.refused = 0
+        self.silent = 0  # lines taken by templates without metrics (chatter), since last read
 
     def observe(self, line: str) -> None:
         """Count a line's shape (called for lines that went through the line parsers)."""
@@ -191,15 +204,19 @@ class TemplateEngine:
                 self.refused += 1
 
     @staticmethod
-    def _columns(t: Template, parts: list[str], stride: int, rows: int) -> list[tuple[str, Any]]:
+    def _columns(
+        t: Template, parts: list[str], stride: int, rows: int, strict: bool = False
+    ) -> list[tuple[str, Any]]:
         import numpy as np
 
         assert t.step_slot is not None
-        out = [("", np.fromiter(map(float, parts[1 + t.step_slot :: stride]), np.float64, rows))]
-        out += [
-            (name, np.fromiter(map(float, parts[1 + g :: stride]), np.float64, rows)) for g, name in t.slots
-        ]
-        return out
+
+        def column(g: int) -> Any:
+            cells = parts[1 + g :: stride]
+            convert = _grouped_float if strict or g in t.grouped else float
+            return np.fromiter(map(convert, cells), np.float64, rows)
+
+        return [("", column(t.step_slot))] + [(name, column(g)) for g, name in t.slots]
 
     def consume(self, block: str, sink: BlockSink) -> str:
         """Take every line matching an active template out of `block`; return the rest."""
@@ -233,11 +250,14 @@ class TemplateEngine:
                     rows = (len(parts) - 1) // stride
                     if rows == 0:
                         continue
-                    cols = self._columns(t, parts, stride, rows)
+                    cols = self._columns(t, parts, stride, rows, strict=True)
                 steps = cols.pop(0)[1]
                 for name, values in cols:
                     sink.add_columns(name, steps, values)
                 sink.records += rows
+                sink.sources[t.source] += rows
+            else:
+                self.silent += rows
             t.hits += rows
             rest = "".join(parts[0::stride])
         return rest

@@ -59,12 +59,12 @@ class ReadStats:
     reader: str = ""  # CSV files: "pyarrow" when pyarrow converted some blocks, else "python"
     arrow_blocks: int = 0  # CSV blocks pyarrow converted
     skipped: Counter[str] = field(default_factory=Counter)  # lines that are not metric records, by why
-    skipped_first: dict[str, int] = field(default_factory=dict)  # why -> first such line number
+    skipped_example: dict[str, str] = field(default_factory=dict)  # why -> the first such line
 
-    def skip(self, why: str, line_no: int = 0, count: int = 1) -> None:
+    def skip(self, why: str, example: str = "", count: int = 1) -> None:
         self.skipped[why] += count
-        if line_no and why not in self.skipped_first:
-            self.skipped_first[why] = line_no
+        if example and why not in self.skipped_example:
+            self.skipped_example[why] = example.strip()[:120]
 
     def note(self, text: str) -> None:
         if text not in self.notes and len(self.notes) < 50:
@@ -82,6 +82,7 @@ class ReadContext:
     progress: Progress | None = None
     cancel: threading.Event | None = None
     roots: list[Path] | None = None  # symlinks in run folders may lead only here (None: anywhere)
+    step_key: str | None = None  # the user's step key (`--role step=KEY`), None: found per format
 
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():

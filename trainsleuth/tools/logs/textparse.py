@@ -1,7 +1,9 @@
-"""Line parsers for text logs. Every function takes one decoded line and returns records;
-none of them raises on any input (property-tested).
+"""Line parsers for text logs. Every function takes one decoded line and returns records; none
+of them raises on any input (property-tested).
 
-A record is `(step or None, {metric name: float})`.
+A record is `(step or None, {metric name: float}, step source)`: the step source says where the
+step came from (`iteration`, `s`, `step N/TOTAL`, `tqdm position`, ...; empty when the line has
+none). A parser given a `units` dict fills it with the unit each metric carried (`ms`, `%`).
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, TypeAlias
 
-Record = tuple["float | None", dict[str, float]]
+from trainsleuth.tools.logs.numbers import NONFINITE, NUM, NUMV, UNIT, number, to_float
+from trainsleuth.tools.logs.roles import role_of
 
-NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-_NUM_RE = re.compile(rf"^\s*({NUM}|[-+]?(?:nan|inf(?:inity)?))\s*(%|ms|s|it/s|s/it)?\s*$", re.I)
+Record: TypeAlias = "tuple[float | None, dict[str, float], str]"
+Units: TypeAlias = "dict[str, str] | None"
+
 _RANK_PREFIX = re.compile(r"^\s*(?:\[(?:default|rank|Rank|RANK)?\s*\d+\]\s*:?|\d+\s*:|rank\s*\d+\s*:)\s*")
 _QUOTE_PREFIX = re.compile(r"^\s*(?:>\s*)+")
 
@@ -24,24 +28,35 @@ _MEGATRON_VAL = re.compile(
 )
 _NANOGPT_ITER = re.compile(r"^\s*iter\s+(\d+)\s*:\s*(.*)$")
 _NANOGPT_STEP = re.compile(r"^\s*step\s+(\d+)\s*:\s*(.*)$")
-_SPACE_KV = re.compile(
-    rf"([A-Za-z_][\w./\-]*(?:\s+[A-Za-z_][\w./\-]*)?)\s*[:=]?\s+({NUM}|nan|inf)(?:\s*(%|ms|s))?(?=[\s,;|]|$)",
+_KEY = r"[A-Za-z_][\w./\-\[\]]*"
+_KV = re.compile(
+    rf"({_KEY})\s*[=:]\s*({NUMV})((?-i:[kKM]))?(?:\s?({UNIT}))?(?=[\s,;|)\]}}]|$)",
     re.I,
 )
-_KV = re.compile(
-    rf"([A-Za-z_][\w./\-\[\]]*)\s*[=:]\s*({NUM}|[-+]?nan|[-+]?inf)(?=[\s,;|)\]}}]|%|ms\b|s\b|$)", re.I
+# `key value` pairs without `=` or `:`: the key is one word, or two when the first qualifies the
+# second (`train loss`, `grad norm`); such a line counts only if some key is a known metric
+_SPACE_KV = re.compile(
+    rf"(?<![\w./-])([A-Za-z][A-Za-z_]*(?:\s+[A-Za-z][A-Za-z_]*)?)\s+({NUMV})((?-i:[kKM]))?(?:\s?({UNIT}))?(?=[\s,;|)\]]|$)",
+    re.I,
 )
 _DICT_ITEM = re.compile(
-    rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\(|tensor\()?\s*({NUM}|[-+]?nan|[-+]?inf(?:inity)?|NaN|-?Infinity)""",
+    rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\(|tensor\()?\s*({NUM}|{NONFINITE}|NaN|-?Infinity)""",
     re.I,
 )
 _TQDM = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:,\s*([\d.]+)\s*(it/s|s/it))?\s*(?:,\s*(.*?))?\]")
 _TQDM_EPOCH = re.compile(r"\b[Ee]poch\s*(\d+)\b")
 _PART_KV = re.compile(
-    rf"^\s*([A-Za-z_][\w ./()\-\[\]]*?)\s*[:=]?\s*({NUM}|[-+]?nan|[-+]?inf)\s*(%|ms|s)?\s*$", re.I
+    rf"^\s*([A-Za-z_][\w ./()\-\[\]]*?)\s*[:=]?\s*({NUMV})((?-i:[kKM]))?\s*({UNIT})?\s*$",
+    re.I,
 )
-
+_PART_UNIT_ONLY = re.compile(rf"^\s*\(?\s*({NUM})\s*({UNIT})\s*\)?\s*$")
+# `step 120/19560`, `iter: 5 / 1000`, `Epoch 3/20`, `Batch 100/500`: a position and its total
+_FRACTION = re.compile(
+    r"\b(global[ _]step|step|iteration|iter|it|update|batch|epoch)s?\s*[:=#]?\s*(\d+)\s*/\s*(\d+)\b", re.I
+)
+_EPOCH_WORD = re.compile(r"\bepoch\s*[:=#]?\s*(\d+)\b", re.I)
 _STEP_WORD = re.compile(r"\b(global_step|iteration|iter|step)\s*[:=#]?\s*(\d+)\b", re.I)
+_EPOCH_ONLY = re.compile(r"^\s*epoch\s*[:#]?\s*(\d+)\s*/\s*(\d+)\s*:?\s*$", re.I)
 
 _STEP_NAMES = (
     "iteration",
@@ -55,30 +70,13 @@ _STEP_NAMES = (
     "_step",
     "steps",
 )
-
-
-def to_float(text: Any) -> float | None:
-    """A number from a JSON/CSV/text value: None when it is not one (nan and inf are numbers)."""
-    if isinstance(text, bool):
-        return float(text)
-    if isinstance(text, (int, float)):
-        return float(text)
-    if not isinstance(text, str):
-        return None
-    t = text.strip().rstrip("%")
-    if not t or len(t) > 64:
-        return None
-    try:
-        return float(t)
-    except ValueError:
-        low = t.lower()
-        if low in ("nan", "-nan", "+nan"):
-            return math.nan
-        if low in ("infinity", "+infinity"):
-            return math.inf
-        if low == "-infinity":
-            return -math.inf
-        return None
+# taken as the step only when the value is a whole number (llm.c writes `s:120 trl:3.41`)
+_INTEGRAL_STEP_NAMES = ("s", "it")
+_QUALIFIERS = {
+    "train", "training", "val", "valid", "validation", "eval", "evaluation", "test", "dev", "lm", "grad",
+    "gradient", "learning", "loss", "global", "total", "avg", "average", "mean", "running", "tokens",
+    "samples", "elapsed", "batch", "step", "top", "param", "weight", "update",
+}  # fmt: skip
 
 
 def clean_line(line: str) -> str:
@@ -93,18 +91,33 @@ def clean_line(line: str) -> str:
     return s
 
 
-def pick_step(metrics: dict[str, float]) -> float | None:
+def pick_step(metrics: dict[str, float]) -> tuple[float | None, str]:
+    """Take the step out of `metrics`: (step, the key it came from), or (None, "")."""
     for key in _STEP_NAMES:
         v = metrics.get(key)
         if v is not None and math.isfinite(v):
             del metrics[key]
-            return v
+            return v, key
     lowered = {k.lower(): k for k in metrics}
     for key in _STEP_NAMES:
         k = lowered.get(key)
         if k is not None and math.isfinite(metrics[k]):
-            return metrics.pop(k)
-    return None
+            return metrics.pop(k), k
+    for key in _INTEGRAL_STEP_NAMES:
+        v = metrics.get(key)
+        if v is not None and math.isfinite(v) and v == int(v) and v >= 0:
+            del metrics[key]
+            return v, key
+    return None, ""
+
+
+def _epoch_step(metrics: dict[str, float]) -> tuple[float | None, str]:
+    """A whole-number epoch is the step of a log that counts nothing finer (`Epoch 3 | loss ...`)."""
+    for k in ("epoch", "Epoch", "EPOCH"):
+        v = metrics.get(k)
+        if v is not None and math.isfinite(v) and v == int(v) and v >= 0:
+            return v, k
+    return None, ""
 
 
 def flatten(
@@ -128,7 +141,7 @@ def flatten(
     return out
 
 
-def parse_json_line(s: str) -> list[Record]:
+def parse_json_line(s: str, units: Units = None) -> list[Record]:
     if not (s.startswith("{") and s.endswith("}")):
         return []
     try:
@@ -140,11 +153,11 @@ def parse_json_line(s: str) -> list[Record]:
     metrics = flatten(obj)
     if not metrics:
         return []
-    step = pick_step(metrics)
-    return [(step, metrics)] if metrics else []
+    step, key = pick_step(metrics)
+    return [(step, metrics, key)] if metrics else []
 
 
-def parse_dict_line(s: str) -> list[Record]:
+def parse_dict_line(s: str, units: Units = None) -> list[Record]:
     """A Python dict as printed by the HF Trainer: `{'loss': 2.1, 'grad_norm': nan, ...}`."""
     if "{" not in s or ":" not in s:
         return []
@@ -155,11 +168,11 @@ def parse_dict_line(s: str) -> list[Record]:
             metrics[m.group(1)] = v
     if not metrics:
         return []
-    step = pick_step(metrics)
-    return [(step, metrics)] if metrics else []
+    step, key = pick_step(metrics)
+    return [(step, metrics, key)] if metrics else []
 
 
-def parse_megatron(s: str) -> list[Record]:
+def parse_megatron(s: str, units: Units = None) -> list[Record]:
     """`iteration 100/ 1000 | lm loss: 2.1E+00 | grad norm: 0.3 | ...` and validation records."""
     m = _MEGATRON.search(s)
     prefix = ""
@@ -184,98 +197,180 @@ def parse_megatron(s: str) -> list[Record]:
         v = to_float(val.split()[0]) if val.split() else None
         if v is not None:
             metrics[prefix + key] = v
-    return [(step, metrics)] if metrics else []
+    return [(step, metrics, "iteration")] if metrics else []
 
 
-def parse_nanogpt(s: str) -> list[Record]:
+def parse_nanogpt(s: str, units: Units = None) -> list[Record]:
     """`iter 100: loss 4.2, time 12.3ms, mfu 30.1%` and `step 100: train loss 4.2, val loss 4.3`."""
     m = _NANOGPT_ITER.match(s) or _NANOGPT_STEP.match(s)
     if m is None:
         return []
     metrics: dict[str, float] = {}
     for part in m.group(2).split(","):
-        pm = _PART_KV.match(part)
-        if pm:
-            v = to_float(pm.group(2))
-            if v is not None:
-                metrics[" ".join(pm.group(1).split())] = v
-    return [(float(m.group(1)), metrics)] if metrics else []
+        _part_into(part, metrics, units)
+    return [(float(m.group(1)), metrics, s.split(None, 1)[0].lower())] if metrics else []
 
 
-def parse_tqdm(line: str) -> list[Record]:
-    """tqdm bars (possibly several `\\r`-separated updates in one line) with postfix values."""
+def parse_tqdm(line: str, units: Units = None) -> list[Record]:
+    """tqdm bars (possibly several `\\r`-separated updates in one line) with postfix values. The
+    bar's position is the step; a bar without postfix values is progress, not a metric record."""
     if "|" not in line and "it/s" not in line and "s/it" not in line:
         return []
     out: list[Record] = []
     for seg in line.split("\r"):
         m = _TQDM.search(seg)
-        if m is None:
+        if m is None or not m.group(5):
             continue
         metrics: dict[str, float] = {}
+        for km in _KV.finditer(m.group(5)):
+            v = number(km.group(2), km.group(3))
+            if v is not None:
+                metrics[km.group(1)] = v
+                if units is not None and km.group(4):
+                    units[km.group(1)] = km.group(4)
+        if not metrics:
+            continue
         if m.group(3):
             v = to_float(m.group(3))
             if v is not None:
                 metrics[m.group(4)] = v
-        if m.group(5):
-            for km in _KV.finditer(m.group(5)):
-                v = to_float(km.group(2))
-                if v is not None:
-                    metrics[km.group(1)] = v
-        if metrics:
-            step = float(m.group(1))
-            # `Epoch 3: 40%|... 200/500`: the bar restarts every epoch; count steps across epochs
-            em = _TQDM_EPOCH.search(seg, 0, m.start())
-            if em is not None:
-                step += float(em.group(1)) * float(m.group(2))
-            out.append((step, metrics))
+        step = float(m.group(1))
+        source = "tqdm position"
+        # `Epoch 3: 40%|... 200/500`: the bar restarts every epoch; count steps across epochs
+        em = _TQDM_EPOCH.search(seg, 0, m.start())
+        if em is not None:
+            step += float(em.group(1)) * float(m.group(2))
+            source = "epoch x bar total + tqdm position"
+        out.append((step, metrics, source))
     return out
 
 
-def parse_keyvalue(s: str) -> list[Record]:
+def _part_into(part: str, metrics: dict[str, float], units: Units) -> bool:
+    """One `|`- or `,`-separated part: `key: value [unit]`, or `value unit` alone (named by its unit)."""
+    pm = _PART_KV.match(part)
+    if pm:
+        v = number(pm.group(2), pm.group(3))
+        if v is not None:
+            key = " ".join(pm.group(1).split())
+            metrics[key] = v
+            if units is not None and pm.group(4):
+                units[key] = pm.group(4)
+            return True
+    um = _PART_UNIT_ONLY.match(part)
+    if um:
+        v = to_float(um.group(1))
+        unit = um.group(2)
+        if v is not None and ("/" in unit or unit in ("ms", "s", "sec", "%")):
+            key = {"ms": "time (ms)", "s": "time (s)", "sec": "time (s)", "%": "percent"}.get(unit, unit)
+            metrics[key] = v
+            return True
+    return False
+
+
+def _fraction(s: str) -> tuple[str, float | None, str, dict[str, float]]:
+    """Take `step 120/19560`-style positions out of a line: (the rest of the line, the step,
+    its source, extra metrics such as the epoch)."""
+    if "/" not in s:
+        return s, None, "", {}
+    step: float | None = None
+    source = ""
+    extra: dict[str, float] = {}
+    epoch: float | None = None
+    batch: tuple[float, float] | None = None
+    for m in _FRACTION.finditer(s):
+        word = m.group(1).lower().replace(" ", "_")
+        n = float(m.group(2))
+        if word == "epoch":
+            epoch = n
+            extra["epoch"] = n
+        elif word == "batch":
+            batch = (n, float(m.group(3)))
+        elif step is None:
+            step, source = n, f"{m.group(1)} N/TOTAL"
+    if step is None and batch is not None and epoch is None:
+        em = _EPOCH_WORD.search(s)
+        epoch = float(em.group(1)) if em else None
+    if step is None and batch is not None and epoch is not None:
+        step, source = epoch * batch[1] + batch[0], "epoch x batches + batch"
+    rest = _FRACTION.sub(lambda m: " " + m.group(1) + " ", s) if (step is not None or extra or batch) else s
+    return rest, step, source, extra
+
+
+def parse_keyvalue(s: str, units: Units = None) -> list[Record]:
     """Generic `key=value`, `key: value` and `key value` records, pipe- or comma-separated
-    (fairseq, `step 100 | loss 2.1 | lr 1e-4`, logging lines with `loss=2.1, lr=1e-4`)."""
+    (fairseq, llm.c `step 120/19560 | train loss 3.41 | norm 1.2`, logging lines with
+    `loss=2.1, lr=1e-4`, `epoch 1 iter 500 loss 0.5 acc 87.5%`)."""
     if not any(c.isdigit() for c in s):
         return []
-    metrics: dict[str, float] = {}
+    em = _EPOCH_ONLY.match(s)
+    if em:  # `Epoch 3/20` alone: the epoch the following lines belong to (Keras)
+        return [(float(em.group(1)), {}, "epoch N/TOTAL")]
+    s, step, source, metrics = _fraction(s)
     if "|" in s:
         for part in s.split("|"):
-            pm = _PART_KV.match(part)
-            if pm:
-                v = to_float(pm.group(2))
-                if v is not None:
-                    metrics[" ".join(pm.group(1).split())] = v
-            else:
-                _kv_into(part, metrics)
+            if not _part_into(part, metrics, units):
+                _kv_into(part, metrics, units)
     else:
-        _kv_into(s, metrics)
+        _kv_into(s, metrics, units)
     if not metrics:
         return []
-    step = pick_step(metrics)
+    if step is None:
+        step, source = pick_step(metrics)
     if step is None:
         m = _STEP_WORD.search(s)
         if m:
-            step = float(m.group(2))
-    return [(step, metrics)] if metrics else []
+            step, source = float(m.group(2)), m.group(1).lower()
+    if step is None:
+        step, source = _epoch_step(metrics)
+    return [(step, metrics, source)] if metrics else []
 
 
-def _kv_into(text: str, metrics: dict[str, float]) -> None:
+def _kv_into(text: str, metrics: dict[str, float], units: Units) -> None:
+    found = False
     if "=" in text or ":" in text:
         for km in _KV.finditer(text):
-            v = to_float(km.group(2))
+            v = number(km.group(2), km.group(3))
             if v is not None:
                 metrics[km.group(1)] = v
+                found = True
+                if units is not None and km.group(4):
+                    units[km.group(1)] = km.group(4)
+    if not found:
+        _space_kv_into(text, metrics, units)
 
 
-def parse_line_auto(raw: str) -> list[Record]:
+def _space_kv_into(text: str, metrics: dict[str, float], units: Units) -> None:
+    pairs: list[tuple[str, float, str | None]] = []
+    known = False
+    for km in _SPACE_KV.finditer(text):
+        v = number(km.group(2), km.group(3))
+        if v is None:
+            continue
+        words = km.group(1).split()
+        key = " ".join(words) if len(words) == 2 and words[0].lower() in _QUALIFIERS else words[-1]
+        role = role_of(key)
+        if role not in ("other", "step", "epoch", "progress"):
+            known = True
+        pairs.append((key, v, km.group(4)))
+    if known:
+        for key, v, unit in pairs:
+            metrics[key] = v
+            if units is not None and unit:
+                units[key] = unit
+
+
+def parse_line_auto(raw: str, units: Units = None) -> list[Record]:
     """Try the parsers that fit the line's shape, most specific first."""
     s = clean_line(raw)
     if not s:
         return []
     if "\r" in s or "it/s" in s or "s/it" in s:
-        recs = parse_tqdm(s)
+        recs = parse_tqdm(s, units)
         if recs:
             return recs
         s = s.split("\r")[-1].strip()
+        if not s or _TQDM.search(s):
+            return []
     c = s[0]
     if c == "{":
         return (
@@ -288,22 +383,40 @@ def parse_line_auto(raw: str) -> list[Record]:
         if recs:
             return recs
     if (c == "i" or c == "s") and ":" in s[:16]:
-        recs = parse_nanogpt(s)
+        recs = parse_nanogpt(s, units)
         if recs:
             return recs
     if "{" in s and "'" in s:
         recs = parse_dict_line(s[s.index("{") :])
         if recs:
             return recs
-    return parse_keyvalue(s)
+    return parse_keyvalue(s, units)
+
+
+def with_step_key(parser: Any, key: str) -> Any:
+    """`parser` with `key` as the step (the user's correction, `--role step=KEY`): a record that
+    holds `key` is filed under its value; one without it has no step of its own."""
+
+    def parse(line: str, units: Units = None) -> list[Record]:
+        out: list[Record] = []
+        for step, metrics, source in parser(line, units):
+            if key in metrics:
+                step, source = metrics.pop(key), key
+            elif source != key:
+                step, source = None, ""
+            if metrics or step is not None:
+                out.append((step, metrics, source))
+        return out
+
+    return parse
 
 
 LINE_PARSERS = {
-    "jsonl": lambda line: parse_json_line(clean_line(line)),
-    "hf_dict": lambda line: parse_dict_line(clean_line(line)),
-    "megatron": lambda line: parse_megatron(clean_line(line)),
-    "nanogpt": lambda line: parse_nanogpt(clean_line(line)),
+    "jsonl": lambda line, units=None: parse_json_line(clean_line(line)),
+    "hf_dict": lambda line, units=None: parse_dict_line(clean_line(line)),
+    "megatron": lambda line, units=None: parse_megatron(clean_line(line)),
+    "nanogpt": lambda line, units=None: parse_nanogpt(clean_line(line), units),
     "tqdm": parse_tqdm,
-    "keyvalue": lambda line: parse_keyvalue(clean_line(line)),
+    "keyvalue": lambda line, units=None: parse_keyvalue(clean_line(line), units),
     "auto": parse_line_auto,
 }

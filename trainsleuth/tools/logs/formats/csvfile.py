@@ -22,6 +22,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from trainsleuth.tools.logs.collect import POSITION
 from trainsleuth.tools.logs.series import all_finite
 from trainsleuth.tools.logs.source import ReadContext, ReadStats, decode, iter_raw_blocks
 from trainsleuth.tools.logs.spans import Span, file_spans
@@ -68,7 +69,7 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "", *, arrow
                     if found is None:
                         continue
                     header, delim, raw = found
-                    step_col = _step_column(header)
+                    step_col = _step_column(header, ctx.step_key)
                     if modules is not None and len(header) > 1:
                         converter = _ArrowBlocks(modules, len(header), delim)
                     if not raw:
@@ -119,7 +120,9 @@ def _take_header(raw: bytes | bytearray, stats: ReadStats) -> tuple[list[str], s
     return None
 
 
-def _step_column(header: list[str]) -> int:
+def _step_column(header: list[str], user: str | None = None) -> int:
+    if user is not None:
+        return header.index(user) if user in header else -1
     lowered = [h.lower() for h in header]
     for key in ("step", "global_step", "trainer/global_step", "iteration", "iter", "_step", "epoch"):
         if key in lowered:
@@ -152,6 +155,7 @@ def _csv_block(text: str, names: list[str], delim: str, step_col: int, ctx: Read
         return
     add = ctx.collector.add
     ncol = len(names)
+    source = names[step_col] if 0 <= step_col < len(names) else ""
     for row in _csv_rows(iter(text.split("\n")[:-1]), delim):
         step = None
         if 0 <= step_col < len(row):
@@ -167,7 +171,7 @@ def _csv_block(text: str, names: list[str], delim: str, step_col: int, ctx: Read
             if fv is not None:
                 metrics[names[i]] = fv
         if metrics:
-            add(step, metrics, prefix)
+            add(step, metrics, prefix, source)
 
 
 def _bulk_columns(text: str, ncol: int, delim: str) -> list[Any] | None:
@@ -212,6 +216,9 @@ def _feed_columns(columns: list[Any], rows: int, names: list[str], step_col: int
         positional = not all_finite(steps) or _EMPTY_VALUE in steps
     if positional:
         steps = np.arange(collector.records + 1, collector.records + rows + 1, dtype=np.float64)
+        collector.step_sources[POSITION] += rows
+    else:
+        collector.step_sources[names[step_col]] += rows
     for i, name in enumerate(names):
         if i == step_col:
             continue

@@ -9,24 +9,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from trainsleuth.tools.logs import skips
 from trainsleuth.tools.logs.collect import Collector
 from trainsleuth.tools.logs.errors import has_trigger
 from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
-from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, iter_blocks
-from trainsleuth.tools.logs.textparse import _MEGATRON, LINE_PARSERS, clean_line, parse_megatron
+from trainsleuth.tools.logs.skips import LineFilter
+from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, ReadStats, iter_blocks
+from trainsleuth.tools.logs.textparse import (
+    _MEGATRON,
+    _TQDM,
+    LINE_PARSERS,
+    clean_line,
+    parse_megatron,
+    with_step_key,
+)
 
 
 class _LineState:
-    """The line-by-line parser for lines no template took: Megatron records wrapped over
-    several lines are joined, and each complete line's shape is shown to the template engine."""
+    """The line-by-line parser for lines no template took: Megatron records wrapped over several
+    lines are joined, what is not a metric record (a printed script, settings, a config dump, a
+    bare progress bar) is set aside and counted, and each complete line's shape is shown to the
+    template engine."""
 
-    def __init__(
-        self, parser: LineParser, megatron_ok: bool, sink: _Sink, engine: TemplateEngine | None
-    ) -> None:
+    def __init__(self, parser: LineParser, megatron_ok: bool, sink: _Sink, engine: TemplateEngine | None,
+                 stats: ReadStats) -> None:  # fmt: skip
         self.parser = parser
         self.megatron_ok = megatron_ok
         self.sink = sink
         self.engine = engine
+        self.stats = stats
+        self.filter = LineFilter()
+        self.units = sink.collector.units
         self.pending: str | None = None
         self.pending_n = 0
         self.long_lines = 0
@@ -35,7 +48,6 @@ class _LineState:
         if len(line) > MAX_LINE:
             self.long_lines += 1
             return
-        add = self.sink.add_record
         if self.megatron_ok:
             if self.pending is not None:
                 s = clean_line(line)
@@ -52,16 +64,62 @@ class _LineState:
                 if not s.endswith("|") and _MEGATRON.search(s):
                     self.pending, self.pending_n = s, 0
                     return
-        for step, metrics in self.parser(line):
-            add(step, metrics)
+        flt = self.filter
+        if flt.is_settings(line):
+            self._drop_settings()
+            self.stats.skip(skips.SETTINGS, line)
+            return
+        if flt.in_script or flt.script_starts(line):
+            recs = self.parser(line) if any(c.isdigit() for c in line) else []
+            if not any(step is not None and metrics for step, metrics, _ in recs):
+                self.stats.skip(skips.SCRIPT, line)
+                return
+            flt.in_script = False  # a stepped record: the log proper begins
+        else:
+            recs = self.parser(line, self.units)
+        key = flt.setting_key(line, recs)
+        if key is not None and key not in flt.pending_keys:
+            flt.pending.append((line, recs))
+            flt.pending_keys.add(key)
+            return
+        if flt.pending and not recs and flt.is_neutral(line):
+            flt.neutral += 1
+            return
+        self._drop_settings(repeated=key is not None)
+        if key is not None:  # a setting repeated: a metric printed alone after all
+            flt.pending.append((line, recs))
+            flt.pending_keys.add(key)
+            return
+        if recs:
+            add = self.sink.add_record
+            for step, metrics, source in recs:
+                add(step, metrics, source)
+        elif any(c.isdigit() for c in line):
+            self.stats.skip(skips.PROGRESS if _TQDM.search(line) else skips.NO_METRIC, line)
         if self.engine is not None:
             self.engine.observe(line)
 
+    def _drop_settings(self, repeated: bool = False) -> None:
+        """End a pending run of lone settings: a config dump when it holds enough distinct keys
+        and is not ended by one of them again (set aside), else ordinary records (kept, in order)."""
+        flt = self.filter
+        if not flt.pending:
+            return
+        pending, flt.pending, flt.pending_keys, flt.neutral = flt.pending, [], set(), 0
+        if len(pending) >= skips.CONFIG_BLOCK_MIN and not repeated:
+            for line, _ in pending:
+                self.stats.skip(skips.CONFIG, line)
+            return
+        for _line, recs in pending:
+            for step, metrics, source in recs:
+                self.sink.add_record(step, metrics, source)
+
     def flush(self) -> None:
         if self.pending is not None:
-            for step, metrics in parse_megatron(self.pending):
-                self.sink.add_record(step, metrics)
+            for step, metrics, source in parse_megatron(self.pending):
+                self.sink.add_record(step, metrics, source)
             self.pending = None
+        self._drop_settings()
 
 
 class _Sink(BlockSink):
@@ -75,17 +133,16 @@ class _Sink(BlockSink):
         self.slow: dict[str, tuple[list[float], list[float]]] = {}
         self.positional: set[str] = set()
 
-    def add_record(self, step: float | None, metrics: dict[str, float]) -> None:
+    def add_record(self, step: float | None, metrics: dict[str, float], source: str = "") -> None:
         c = self.collector
+        if not metrics:  # a position alone (`Epoch 3/20`): what later records without a step get
+            if step is not None and step == step:
+                c.last_step = step
+            return
         c.records += 1
-        if step is None or step != step:
-            if c.last_step is not None:
-                step = c.last_step
-            else:
-                step = float(c.records)
-                self.positional.update(metrics)
-        else:
-            c.last_step = step
+        step, positional = c.step_for(step, source)
+        if positional:
+            self.positional.update(metrics)
         slow = self.slow
         for name, value in metrics.items():
             cols = slow.get(name)
@@ -99,6 +156,7 @@ class _Sink(BlockSink):
 
         c = self.collector
         c.records += self.records
+        c.step_sources.update(self.sources)
         last: float | None = None
         for name, (st, vals) in self.slow.items():
             self.cols.setdefault(name, []).append(
@@ -122,6 +180,7 @@ class _Sink(BlockSink):
         self.cols = {}
         self.slow = {}
         self.records = 0
+        self.sources.clear()
         self.positional = set()
 
 
@@ -135,7 +194,7 @@ def _step_before(text: str, pos: int, parser: LineParser, fallback: float | None
         if end <= 0:
             break
         start = text.rfind("\n", 0, end - 1) + 1
-        for step, _m in parser(text[start : end - 1] if end - 1 > start else ""):
+        for step, _m, _s in parser(text[start : end - 1] if end - 1 > start else ""):
             if step is not None:
                 return step
         end = start
@@ -144,9 +203,11 @@ def _step_before(text: str, pos: int, parser: LineParser, fallback: float | None
 
 def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "") -> None:
     parser = LINE_PARSERS.get(fmt, LINE_PARSERS["auto"])
+    if ctx.step_key:
+        parser = with_step_key(parser, ctx.step_key)
     sink = _Sink(ctx.collector, prefix)
     engine = TemplateEngine(parser)
-    state = _LineState(parser, fmt in ("auto", "megatron"), sink, engine)
+    state = _LineState(parser, fmt in ("auto", "megatron"), sink, engine, ctx.stats)
     scanner = ctx.errors
     line_no = 1
     for text in iter_blocks(path, ctx, size):
@@ -167,6 +228,9 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
                 state.feed(line)
         line_no += text.count("\n")
         sink.flush_block()
+        if engine.silent:  # lines a template took that hold no metric
+            ctx.stats.skip(skips.NO_METRIC, count=engine.silent)
+            engine.silent = 0
     state.flush()
     sink.flush_block()
     ctx.stats.long_lines_skipped += state.long_lines

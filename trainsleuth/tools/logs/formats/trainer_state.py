@@ -36,6 +36,10 @@ def read_trainer_state(path: Path, ctx: ReadContext, size: int) -> None:
     for entry in history:
         if isinstance(entry, dict):
             metrics = flatten(entry)
-            step = pick_step(metrics)
+            step: float | None
+            if ctx.step_key and ctx.step_key in metrics:
+                step, source = metrics.pop(ctx.step_key), ctx.step_key
+            else:
+                step, source = pick_step(metrics)
             if metrics:
-                ctx.collector.add(step, metrics)
+                ctx.collector.add(step, metrics, source=source)
