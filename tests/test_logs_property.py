@@ -45,6 +45,7 @@ def test_analyze_never_raises_on_arbitrary_bytes(data: bytes) -> None:
             except LogInputError as exc:  # a clear refusal is fine (binary input, broken JSON)
                 assert exc.message
                 continue
-            assert report.healthy in (True, False)
+            assert report.healthy in (True, False, None)
+            assert (report.healthy is None) == (report.verdict == "not_understood")
             for e in report.events:
                 assert e.code

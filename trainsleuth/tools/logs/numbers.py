@@ -67,16 +67,18 @@ def number(text: str, suffix: str | None = None) -> float | None:
     return v
 
 
-def decimals(values: Any) -> int | None:
-    """The fewest decimals that write every value of a numpy array exactly (None: more than 8,
-    i.e. the values are not rounded to a fixed number of places)."""
+def decimals(values: Any, start: int = 0) -> int | None:
+    """The fewest decimals (at least `start`) that write every finite value of a numpy array
+    exactly; None when more than 8 are needed (the values are not rounded to fixed places)."""
     import numpy as np
 
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
     if not len(v):
-        return 0
-    for d in range(9):
+        return start
+    if float(np.abs(v).max()) > 1e15:
+        return None
+    for d in range(start, 9):
         scaled = v * 10.0**d
         if np.all(np.abs(scaled - np.rint(scaled)) <= 1e-9 * np.maximum(1.0, np.abs(scaled))):
             return d

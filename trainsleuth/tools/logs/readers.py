@@ -57,13 +57,14 @@ __all__ = ["FORMATS", "LogInputError", "Progress", "ReadContext", "ReadStats", "
 
 def collect(path: Path, fmt: str = "auto", *, capacity: int = DEFAULT_CAPACITY, progress: Progress | None = None,
             cancel: threading.Event | None = None, roots: list[Path] | None = None,
-            ) -> tuple[Collector, ErrorScanner, ReadStats]:  # fmt: skip
+            step_key: str | None = None) -> tuple[Collector, ErrorScanner, ReadStats]:  # fmt: skip
     """Read `path` (file or run folder) into bounded series and error lines, without analysis.
-    `roots`: where symlinks inside a run folder may lead (None: anywhere)."""
+    `roots`: where symlinks inside a run folder may lead (None: anywhere); `step_key`: the key
+    that holds the step (the user's correction; None: found per format)."""
     collector = Collector(capacity)
     errors = ErrorScanner()
     stats = ReadStats()
-    read_path(Path(path), fmt, ReadContext(collector, errors, stats, progress, cancel, roots))
+    read_path(Path(path), fmt, ReadContext(collector, errors, stats, progress, cancel, roots, step_key))
     collector.finish()
     return collector, errors, stats
 
@@ -213,7 +214,9 @@ def _read_dir(path: Path, fmt: str, ctx: ReadContext) -> None:
     ctx.stats.format = "folder"
     for p in sorted(logs):
         prefix = f"{p.relative_to(path).as_posix()}:" if len(logs) > 1 else ""
-        sub = ReadContext(ctx.collector, ctx.errors, ReadStats(), ctx.progress, ctx.cancel, ctx.roots)
+        sub = ReadContext(
+            ctx.collector, ctx.errors, ReadStats(), ctx.progress, ctx.cancel, ctx.roots, ctx.step_key
+        )
         try:
             size = os.stat(p).st_size
             head = sniff(p) if size else b""
@@ -235,5 +238,7 @@ def _read_dir(path: Path, fmt: str, ctx: ReadContext) -> None:
         ctx.stats.long_lines_skipped += sub.stats.long_lines_skipped
         ctx.stats.undecodable_lines += sub.stats.undecodable_lines
         ctx.stats.skipped.update(sub.stats.skipped)
+        for why, example in sub.stats.skipped_example.items():
+            ctx.stats.skipped_example.setdefault(why, example)
         for note in sub.stats.notes:
             ctx.stats.note(f"{p.name}: {note}")

@@ -24,7 +24,10 @@ from trainsleuth.tools.logs.series import Series
 __all__ = ["detect_all"]
 
 
-def detect_all(series: list[Series], errors: ErrorScanner, collector: Collector) -> list[Finding]:
+def detect_all(
+    series: list[Series], errors: ErrorScanner, collector: Collector, judged: list[Series] | None = None
+) -> list[Finding]:
+    """Every detector over a read log. `judged`: the series the verdict is about (`infer`)."""
     by_role: dict[str, list[Series]] = {}
     for s in series:
         by_role.setdefault(s.role, []).append(s)
@@ -32,8 +35,11 @@ def detect_all(series: list[Series], errors: ErrorScanner, collector: Collector)
     events += detect_nonfinite(series)
     losses = list(by_role.get("loss", []))
     comps = by_role.get("loss_component", [])
-    if not losses and len(comps) == 1 and not by_role.get("reward") and not by_role.get("kl"):
-        losses = comps
+    rl = bool(by_role.get("reward") or by_role.get("kl"))
+    if not losses and judged and judged[0].role == "val_loss":
+        losses = list(judged)  # no training loss: its trend is judged on the validation loss
+    elif not losses and (len(comps) == 1 or (comps and not rl)):
+        losses = comps  # RL losses beside rewards are noisy by nature: only a lone one is judged
     loss_spikes = []
     for s in losses:
         la = detect_loss(s)
@@ -46,7 +52,7 @@ def detect_all(series: list[Series], errors: ErrorScanner, collector: Collector)
         f = detect_constant(s)
         if f:
             events.append(f)
-    trains = losses
+    trains = [s for s in losses if s.role != "val_loss"]
     for v in by_role.get("val_loss", []):
         if trains:
             f = detect_overfitting(v, trains[0])
