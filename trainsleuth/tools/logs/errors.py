@@ -97,6 +97,12 @@ def is_error_line(line: str) -> bool:
     return any(p.search(line) for _, p in _PATTERNS) or bool(_OVERFLOW.search(line))
 
 
+def is_failure_line(line: str) -> bool:
+    """True for an error line proper (exception, OOM, timeout, ...), not an overflow notice: such a
+    line quotes numbers (`alloc_cpu.cpp:127`, `4503599627370496 bytes`) that are never metrics."""
+    return has_trigger(line) and any(p.search(line) for _, p in _PATTERNS)
+
+
 def trigger_positions(text: str) -> list[int]:
     """Positions of every trigger word in a block (str.find is a fast C search; a regex
     alternation of literals is not), sorted."""

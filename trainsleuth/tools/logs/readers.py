@@ -164,6 +164,21 @@ def _is_csv(name: str, head: bytes) -> bool:
     )
 
 
+def _mlflow_runs(path: Path, files: list[Path]) -> dict[Path, list[Path]]:
+    """MLflow runs under `path` (the folder itself, or runs inside an `mlruns/` tree): run folder
+    -> its metric files. A run folder has `metrics/` (metric names with `/` nest inside it)."""
+    runs: dict[Path, list[Path]] = {}
+    for f in files:
+        parts = f.relative_to(path).parts
+        if "metrics" not in parts[:-1]:
+            continue
+        k = parts.index("metrics")
+        run = path.joinpath(*parts[:k])
+        if k == 0 or (run / "meta.yaml").is_file():
+            runs.setdefault(run, []).append(f)
+    return runs
+
+
 def _read_dir(path: Path, fmt: str, ctx: ReadContext) -> None:
     found = walk(path, ctx.roots)
     for note in found.notes():
@@ -179,14 +194,24 @@ def _read_dir(path: Path, fmt: str, ctx: ReadContext) -> None:
         raise LogInputError(
             f"{path} holds no TensorBoard event files (*tfevents*)", "pass the log dir of the run"
         )
-    metrics_dir = path / "metrics"
-    if fmt in ("mlflow", "auto") and metrics_dir.is_dir() and not metrics_dir.is_symlink():
+    runs = _mlflow_runs(path, entries)
+    if fmt in ("mlflow", "auto") and runs:
+        if len(runs) > 1:
+            shown = ", ".join(r.relative_to(path).as_posix() or "." for r in list(runs)[:5])
+            raise LogInputError(
+                f"{path} holds {len(runs)} MLflow runs ({shown}); one analysis reads one run",
+                "pass one run folder (the one with metrics/ inside)",
+            )
+        run_dir, files = next(iter(runs.items()))
         ctx.stats.format = "mlflow"
-        ctx.stats.files.append(str(metrics_dir))
-        read_mlflow(metrics_dir, [p for p in entries if p.is_relative_to(metrics_dir)], ctx)
+        ctx.stats.files.append(str(run_dir / "metrics"))
+        if run_dir != path:
+            ctx.stats.note(f"read the MLflow run {run_dir.relative_to(path).as_posix()}")
+        read_mlflow(run_dir / "metrics", files, ctx)
         return
     if fmt == "mlflow":
         raise LogInputError(f"{path} is not an MLflow run folder (no metrics/ inside)", "pass the run folder")
+    entries = [p for p in entries if "metrics" not in p.relative_to(path).parts[:-1]]
     states = [p for p in entries if p.name == "trainer_state.json"]
     if states and fmt in ("auto", "trainer_state"):
         best = max(states, key=lambda p: p.stat().st_mtime)

@@ -38,6 +38,8 @@ ROLES = (
     "step_time",
     "accuracy",
     "val_accuracy",
+    "error_rate",
+    "val_error",
     "perplexity",
     "reward",
     "kl",
@@ -66,16 +68,20 @@ STEP_KEYS = (
     "it",
 )
 
-_LOSS_WORDS = {"loss", "losses", "nll", "xent", "crossentropy", "crossentropyloss", "objective", "bpb", "bpc"}
+_LOSS_WORDS = {
+    "loss", "losses", "nll", "xent", "crossentropy", "crossentropyloss", "objective", "bpb", "bpc",
+    "logloss", "mlogloss", "rmse", "mse", "mae",
+}  # fmt: skip
 # words that may sit beside a loss word without making it a component of the loss
 _PRIMARY_WORDS = {
     "train", "training", "tr", "total", "lm", "step", "epoch", "avg", "average", "mean", "running",
     "smoothed", "smooth", "overall", "main", "batch", "iter", "ce", "clm", "causal", "reduced",
+    "multi", "binary", "s",
 }  # fmt: skip
 _VAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "holdout", "tel", "validate"}
 _ABBREV = {"trl": "loss", "tel": "val_loss", "tl": "loss", "vl": "val_loss"}
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_SPLIT = re.compile(r"[\s/._\-:()\[\],]+")
+_SPLIT = re.compile(r"[\s/._\-:()\[\],']+")
 
 
 def is_canonical_loss(name: str) -> bool:
@@ -109,7 +115,9 @@ def role_of(name: str) -> str:
         return "grad_norm"
     if "ppl" in ws or "ppl" in last or "perplexity" in n:
         return "perplexity"
-    if wset & _LOSS_WORDS or "loss" in n:
+    if wset & _LOSS_WORDS or "loss" in n or re.search(r"(^|[/_\s.\-])(m?error|err)($|[/_\s.\-])", n):
+        if not (wset & _LOSS_WORDS or "loss" in n):  # an error rate: lower is better, not the loss
+            return "val_error" if is_val else "error_rate"
         if is_val:
             return "val_loss"
         rest = wset - _LOSS_WORDS - _PRIMARY_WORDS - _VAL_WORDS

@@ -37,6 +37,7 @@ SCRIPT = "training script printed in the log"
 SETTINGS = "argparse Namespace or config override"
 CONFIG = "config dump (a block of distinct settings)"
 PROGRESS = "progress bar without metric values"
+ERROR = "error or traceback line (numbers there are not metrics)"
 NO_METRIC = "other lines with numbers but no metric record"
 
 

@@ -19,7 +19,18 @@ from trainsleuth.tools.logs.roles import role_of
 Record: TypeAlias = "tuple[float | None, dict[str, float], str]"
 Units: TypeAlias = "dict[str, str] | None"
 
-_RANK_PREFIX = re.compile(r"^\s*(?:\[(?:default|rank|Rank|RANK)?\s*\d+\]\s*:?|\d+\s*:|rank\s*\d+\s*:)\s*")
+_RANK_PREFIX = re.compile(
+    r"^\s*(?:\[(?:default|rank|Rank|RANK)\s*\d+\]\s*:?|\[\s*\d+\]\s*:|\d+\s*:|rank\s*\d+\s*:)\s*"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x08\x07]+")
+# `[12]\ttraining's multi_logloss: 0.4` (LightGBM, XGBoost): a boosting round at the start of the line
+_COUNTER = re.compile(r"^\s*\d+/\d+\b")  # a batch counter opening a progress frame (`22/44 ━━━ ...`)
+_ROUND = re.compile(r"^\[(\d+)\]\s+(?=\S)")
+# SB3's tables: `|    loss                 | 9.42        |` and section rows `| train/  |   |`
+_TABLE_ROW = re.compile(r"^\|\s*([A-Za-z_][\w./ \-]*?)\s*\|\s*(\S*)\s*\|$")
+_WARNING = re.compile(
+    r"\[(?:Warning|WARNING|WARN)\]|^\s*(?:WARNING|Warning|UserWarning|FutureWarning|DeprecationWarning)\b"
+)
 _QUOTE_PREFIX = re.compile(r"^\s*(?:>\s*)+")
 
 _MEGATRON = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -40,13 +51,13 @@ _SPACE_KV = re.compile(
     re.I,
 )
 _DICT_ITEM = re.compile(
-    rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\(|tensor\()?\s*({NUM}|{NONFINITE}|NaN|-?Infinity)""",
+    rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\(|tensor\()?\s*['"]?({NUM}|{NONFINITE}|NaN|-?Infinity)['"]?""",
     re.I,
 )
 _TQDM = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:,\s*([\d.]+)\s*(it/s|s/it))?\s*(?:,\s*(.*?))?\]")
 _TQDM_EPOCH = re.compile(r"\b[Ee]poch\s*(\d+)\b")
 _PART_KV = re.compile(
-    rf"^\s*([A-Za-z_][\w ./()\-\[\]]*?)\s*[:=]?\s*({NUMV})((?-i:[kKM]))?\s*({UNIT})?\s*$",
+    rf"^\s*([A-Za-z_][\w ./()\-\[\]']*?)\s*[:=]?\s*({NUMV})((?-i:[kKM]))?\s*({UNIT})?\s*$",
     re.I,
 )
 _PART_UNIT_ONLY = re.compile(rf"^\s*\(?\s*({NUM})\s*({UNIT})\s*\)?\s*$")
@@ -56,7 +67,8 @@ _FRACTION = re.compile(
 )
 _EPOCH_WORD = re.compile(r"\bepoch\s*[:=#]?\s*(\d+)\b", re.I)
 _STEP_WORD = re.compile(r"\b(global_step|iteration|iter|step)\s*[:=#]?\s*(\d+)\b", re.I)
-_EPOCH_ONLY = re.compile(r"^\s*epoch\s*[:#]?\s*(\d+)\s*/\s*(\d+)\s*:?\s*$", re.I)
+# a line that is only a heading around `Epoch N/M` (`Epoch 3/20`, `***** Evaluating perplexity, Epoch 0/16 *****`)
+_EPOCH_ONLY = re.compile(r"^[^\d]*\bepoch\s*[:#]?\s*(\d+)\s*/\s*(\d+)[\s:*=\-]*$", re.I)
 
 _STEP_NAMES = (
     "iteration",
@@ -69,6 +81,8 @@ _STEP_NAMES = (
     "update",
     "_step",
     "steps",
+    "time/total_timesteps",
+    "total_timesteps",
 )
 # taken as the step only when the value is a whole number (llm.c writes `s:120 trl:3.41`)
 _INTEGRAL_STEP_NAMES = ("s", "it")
@@ -80,10 +94,13 @@ _QUALIFIERS = {
 
 
 def clean_line(line: str) -> str:
-    """Strip rank prefixes (`[default7]:`), markdown quote markers and surrounding space."""
+    """Strip terminal escapes and backspaces, rank prefixes (`[default7]:`), markdown quote markers
+    and surrounding space."""
     if not line:
         return ""
     s = line.strip()
+    if "\x1b" in s or "\x08" in s or "\x07" in s:
+        s = _ANSI.sub("", s).strip()
     if s.startswith(">"):
         s = _QUOTE_PREFIX.sub("", s)
     if s.startswith("[") or s[:1].isdigit() or s.startswith("rank"):
@@ -219,7 +236,10 @@ def parse_tqdm(line: str, units: Units = None) -> list[Record]:
     out: list[Record] = []
     for seg in line.split("\r"):
         m = _TQDM.search(seg)
-        if m is None or not m.group(5):
+        if m is None:
+            continue
+        if not m.group(5):  # a bare bar: its position only (see `bar_total`)
+            out.append((float(m.group(1)), {}, f"tqdm position/{m.group(2)}"))
             continue
         metrics: dict[str, float] = {}
         for km in _KV.finditer(m.group(5)):
@@ -306,8 +326,9 @@ def parse_keyvalue(s: str, units: Units = None) -> list[Record]:
     if em:  # `Epoch 3/20` alone: the epoch the following lines belong to (Keras)
         return [(float(em.group(1)), {}, "epoch N/TOTAL")]
     s, step, source, metrics = _fraction(s)
-    if "|" in s:
-        for part in s.split("|"):
+    sep = "|" if "|" in s else "\t" if "\t" in s else None
+    if sep:
+        for part in s.split(sep):
             if not _part_into(part, metrics, units):
                 _kv_into(part, metrics, units)
     else:
@@ -359,19 +380,54 @@ def _space_kv_into(text: str, metrics: dict[str, float], units: Units) -> None:
                 units[key] = unit
 
 
+def bar_total(source: str) -> int | None:
+    """The total of a bare progress bar's step-only record (`tqdm position/1000` -> 1000)."""
+    if source.startswith("tqdm position/"):
+        tail = source.rsplit("/", 1)[1]
+        return int(tail) if tail.isdigit() else None
+    return None
+
+
 def parse_line_auto(raw: str, units: Units = None) -> list[Record]:
-    """Try the parsers that fit the line's shape, most specific first."""
+    """Try the parsers that fit the line's shape, most specific first. A line of several
+    carriage-return frames (tqdm redraws, a dict printed between them) is read frame by frame."""
     s = clean_line(raw)
     if not s:
         return []
-    if "\r" in s or "it/s" in s or "s/it" in s:
+    if "\r" in s:
+        out: list[Record] = []
+        counted: list[Record] = []  # the latest frame of a progress display without steps (Keras)
+        for seg in s.split("\r"):
+            seg = seg.strip()
+            if not seg:
+                continue
+            recs = _parse_frame(seg, units)
+            if recs and _COUNTER.match(seg) and all(step is None for step, _, _ in recs):
+                counted = recs
+            else:
+                out += recs
+        return out + counted
+    return _parse_frame(s, units)
+
+
+def _parse_frame(s: str, units: Units) -> list[Record]:
+    if "it/s" in s or "s/it" in s or ("|" in s and "[" in s):
         recs = parse_tqdm(s, units)
-        if recs:
+        if recs or _TQDM.search(s):
             return recs
-        s = s.split("\r")[-1].strip()
-        if not s or _TQDM.search(s):
-            return []
+    if _WARNING.search(s):
+        return []  # warnings quote numbers (`best gain: -inf`), metrics are logged at info level
     c = s[0]
+    if c == "|" and s.endswith("|"):
+        m = _TABLE_ROW.match(s)
+        if m:
+            v = to_float(m.group(2))
+            return [(None, {m.group(1): v}, "table row")] if v is not None else []
+        return []
+    rm = _ROUND.match(s) if c == "[" else None
+    if rm:  # `[12]\ttraining's multi_logloss: 0.4\tvalid_1's multi_logloss: 0.5`
+        recs = parse_keyvalue(s[rm.end() :], units)
+        return [(float(rm.group(1)), m, "[N] round") for _, m, _ in recs] if recs else []
     if c == "{":
         return (
             parse_json_line(s)

@@ -124,7 +124,8 @@ def _step_column(header: list[str], user: str | None = None) -> int:
     if user is not None:
         return header.index(user) if user in header else -1
     lowered = [h.lower() for h in header]
-    for key in ("step", "global_step", "trainer/global_step", "iteration", "iter", "_step", "epoch"):
+    for key in ("step", "global_step", "trainer/global_step", "iteration", "iter", "_step",
+                "time/total_timesteps", "total_timesteps", "epoch"):  # fmt: skip
         if key in lowered:
             return lowered.index(key)
     if len(lowered) >= 2 and lowered[:2] == ["wall time", "step"]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from trainsleuth.tools.logs import skips
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.errors import has_trigger
+from trainsleuth.tools.logs.errors import has_trigger, is_failure_line
 from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
 from trainsleuth.tools.logs.skips import LineFilter
 from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, ReadStats, iter_blocks
@@ -19,8 +19,11 @@ from trainsleuth.tools.logs.textparse import (
     _MEGATRON,
     _TQDM,
     LINE_PARSERS,
+    Record,
+    bar_total,
     clean_line,
     parse_megatron,
+    pick_step,
     with_step_key,
 )
 
@@ -43,6 +46,9 @@ class _LineState:
         self.pending: str | None = None
         self.pending_n = 0
         self.long_lines = 0
+        self.table: dict[str, float] = {}  # rows of a key | value table (SB3) not yet a record
+        self.main_total = 0  # the largest progress-bar total seen: the training bar
+        self.held: list[Record] = []  # records printed between bar frames, waiting for the bar's step
 
     def feed(self, line: str) -> None:
         if len(line) > MAX_LINE:
@@ -65,6 +71,9 @@ class _LineState:
                     self.pending, self.pending_n = s, 0
                     return
         flt = self.filter
+        if is_failure_line(line):
+            self.stats.skip(skips.ERROR, line)
+            return
         if flt.is_settings(line):
             self._drop_settings()
             self.stats.skip(skips.SETTINGS, line)
@@ -77,6 +86,8 @@ class _LineState:
             flt.in_script = False  # a stepped record: the log proper begins
         else:
             recs = self.parser(line, self.units)
+        parsed = bool(recs)
+        recs = self._context(recs, line)
         key = flt.setting_key(line, recs)
         if key is not None and key not in flt.pending_keys:
             flt.pending.append((line, recs))
@@ -94,10 +105,55 @@ class _LineState:
             add = self.sink.add_record
             for step, metrics, source in recs:
                 add(step, metrics, source)
-        elif any(c.isdigit() for c in line):
+        elif not parsed and any(c.isdigit() for c in line):
             self.stats.skip(skips.PROGRESS if _TQDM.search(line) else skips.NO_METRIC, line)
         if self.engine is not None:
             self.engine.observe(line)
+
+    def _context(self, recs: list[Record], line: str) -> list[Record]:
+        """Records that set context rather than being records themselves: a bare progress bar
+        (the training bar's position is the step of what is printed between its frames, e.g. the
+        HF Trainer's dicts), an epoch heading, the rows of a key | value table (one record per
+        table, SB3)."""
+        if not recs and not self.table and not self.held:
+            return recs
+        out: list[Record] = []
+        sink = self.sink
+        saw_bar = held_now = False
+        table_rows = 0
+        for rec in recs:
+            step, metrics, source = rec
+            if source == "table row":
+                self.table.update(metrics)
+                table_rows += 1
+                continue
+            if metrics:
+                if step is None and (saw_bar or self.held):
+                    self.held.append(rec)  # printed between bar frames: the next frame has its step
+                    held_now = True
+                else:
+                    out.append(rec)
+                continue
+            total = bar_total(source)
+            if total is None:  # an epoch heading: the step of the records that follow
+                sink.add_record(step, {}, source)
+                continue
+            self.stats.skip(skips.PROGRESS, line)
+            if total >= self.main_total:
+                self.main_total = total
+                saw_bar = True
+                if self.held and step is not None:
+                    out += [(step, m, "the training progress bar") for _, m, _ in self.held]
+                    self.held = []
+                sink.add_record(step, {}, "the training progress bar")
+        if self.held and not saw_bar and not held_now:
+            out = [*self.held, *out]  # no bar followed: they keep the last step seen
+            self.held = []
+        if self.table and not table_rows:
+            metrics, self.table = self.table, {}
+            step, source = pick_step(metrics)
+            out.insert(0, (step, metrics, source or "table"))
+        return out
 
     def _drop_settings(self, repeated: bool = False) -> None:
         """End a pending run of lone settings: a config dump when it holds enough distinct keys
@@ -120,6 +176,11 @@ class _LineState:
                 self.sink.add_record(step, metrics, source)
             self.pending = None
         self._drop_settings()
+        for step, metrics, source in self._context([], ""):
+            self.sink.add_record(step, metrics, source)
+        for step, metrics, source in self.held:
+            self.sink.add_record(step, metrics, source)
+        self.held = []
 
 
 class _Sink(BlockSink):
