@@ -18,7 +18,7 @@ ROOT = Path(__file__).parent / "data" / "realworld_logs"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MANIFEST = yaml.safe_load((ROOT / "manifest.yaml").read_text())
 ENTRIES = MANIFEST["logs"]
-MIN_POINTS = 3  # fewer loss records than this are no series to judge (infer.MIN_POINTS)
+MIN_POINTS = 2  # fewer loss records than this are no series to judge (infer.MIN_POINTS)
 
 # Entries whose ground truth the files themselves contradict. Each names the field, the evidence,
 # and a check that the evidence is still in the file: when the manifest is corrected, remove the

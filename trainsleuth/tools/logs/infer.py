@@ -9,7 +9,8 @@ evidence across the file and the user's corrections:
    `lm loss`) is the loss and the others are its components (`loss` beside DETR's `loss_ce`).
 3. No name reads as a loss: a series that behaves like one becomes the loss (present on most
    step records, positive, falling on average, not a whole-number counter), when exactly one does.
-4. The verdict is then about the training loss; else its components; else the validation loss.
+4. The verdict is then about the training loss; else its components; else the validation loss;
+   else the perplexity.
 
 Nothing found means the log is *not understood*: `healthy` is then no claim at all.
 """
@@ -25,7 +26,7 @@ from trainsleuth.tools.logs.roles import ROLES, is_canonical_loss
 from trainsleuth.tools.logs.series import Series
 from trainsleuth.tools.logs.source import LogInputError
 
-MIN_POINTS = 3  # fewer loss records than this say nothing about a run
+MIN_POINTS = 2  # fewer loss records than this say nothing about a run (two show a direction)
 _NOT_A_LOSS = ("time", "eta", "remaining", "left", "elapsed", "wall", "clock", "count", "num", "size", "id")
 
 
@@ -106,7 +107,7 @@ def assign_roles(collector: Collector, user: dict[str, str]) -> Understanding:
         guess = _loss_by_behaviour(list(series.values()), out)
         if guess is not None:
             guess.role = "loss"
-    for role in ("loss", "loss_component", "val_loss"):
+    for role in ("loss", "loss_component", "val_loss", "perplexity"):
         found = [s for s in series.values() if s.role == role and _points(s) >= MIN_POINTS]
         if found:
             out.judged = found
@@ -115,9 +116,9 @@ def assign_roles(collector: Collector, user: dict[str, str]) -> Understanding:
                     "no total loss in the log: the verdict is about its loss components "
                     + ", ".join(s.name for s in found[:5])
                 )
-            elif role == "val_loss":
+            elif role in ("val_loss", "perplexity"):
                 out.notes.append(
-                    "no training loss in the log: the verdict is about the validation loss "
+                    f"no training loss in the log: the verdict is about the {role.replace('_', ' ')} "
                     + ", ".join(s.name for s in found[:3])
                 )
             break

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from trainsleuth.tools.findings import Finding
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.detect.common import finding
-from trainsleuth.tools.logs.detect.gradnorm import detect_grad_norm, grad_findings, repeated_grad_steps
+from trainsleuth.tools.logs.detect.common import finding, step_spacing, timeline
+from trainsleuth.tools.logs.detect.gradnorm import detect_grad_norm, grad_findings
 from trainsleuth.tools.logs.detect.loss import detect_loss
 from trainsleuth.tools.logs.detect.overfit import detect_overfitting
-from trainsleuth.tools.logs.detect.precision import detect_loss_scale, detect_skipped
+from trainsleuth.tools.logs.detect.precision import detect_loss_scale, detect_skipped, skip_intervals
+from trainsleuth.tools.logs.detect.progress import plateau, val_stall
 from trainsleuth.tools.logs.detect.throughput import detect_throughput
 from trainsleuth.tools.logs.detect.values import detect_constant, detect_nonfinite
 from trainsleuth.tools.logs.errors import KIND_TEXT, ErrorScanner
@@ -55,7 +56,8 @@ def detect_all(
     trains = [s for s in losses if s.role != "val_loss"]
     for v in by_role.get("val_loss", []):
         if trains:
-            f = detect_overfitting(v, trains[0])
+            vsteps, vvals, _ = timeline(v)
+            f = detect_overfitting(v, trains[0]) or val_stall(v, trains[0]) or plateau(v, vsteps, vvals)
             if f:
                 events.append(f)
     falls: list[float] = []
@@ -63,27 +65,17 @@ def detect_all(
         found, fl = detect_loss_scale(s)
         events += found
         falls += fl
-    repeated: list[float] = []
-    for g in by_role.get("grad_norm", []):
-        repeated += repeated_grad_steps(g)
-    if falls:  # a repeated grad norm means a skipped step only in fp16 runs with scale drops
-        pass
-    else:
-        repeated = []
     counters = by_role.get("skipped", []) + by_role.get("nan_iterations", [])
-    steps_all = [s.segments[0].first_step for s in series if s.segments]
-    last_all = [s.segments[-1].last_step for s in series if s.segments]
-    f = detect_skipped(
-        counters,
-        falls,
-        errors.overflow_steps,
-        repeated,
-        collector.records,
-        min(steps_all) if steps_all else None,
-        max(last_all) if last_all else None,
-    )
-    if f:
-        events.append(f)
+    scale_name = next((s.name for s in by_role.get("loss_scale", [])), None)
+    skips = skip_intervals(counters, falls, errors.overflow_steps, scale_name)
+    main = max(series, key=lambda s: s.total) if series else None  # the densest steps: the log's spacing
+    if main is not None and skips.intervals:
+        msteps = timeline(main)[0]
+        f = detect_skipped(
+            skips, step_spacing(msteps), msteps[0] if msteps else None, msteps[-1] if msteps else None
+        )
+        if f:
+            events.append(f)
     batch_changes = any(
         len({round(v, 6) for v in s.timeline()[1]}) > 1 for s in by_role.get("batch_size", [])
     )

@@ -22,7 +22,7 @@ def detect_grad_norm(s: Series) -> list[tuple[Spike, list[float], list[float]]]:
         steps, _, vals, _ = s.timeline(peaks=True)
     else:
         steps, vals, _ = timeline(s)
-    return [(sp, steps, vals) for sp in find_spikes(vals, "grad_norm", steps)]
+    return [(sp, steps, vals) for sp in find_spikes(vals, "grad_norm", steps, s.resolution)]
 
 
 def grad_findings(
@@ -74,16 +74,4 @@ def grad_findings(
                 step_source="record position" if s.step_from_position else None,
             )
         )
-    return out
-
-
-def repeated_grad_steps(grad: Series) -> list[float]:
-    """Consecutive records with the identical non-zero grad norm: the step was skipped."""
-    if grad.width > 1:
-        return []
-    steps, vals, _ = timeline(grad)
-    out = []
-    for i in range(1, len(vals)):
-        if vals[i] == vals[i - 1] and vals[i] != 0 and steps[i] - steps[i - 1] <= 1:
-            out.append(steps[i])
     return out

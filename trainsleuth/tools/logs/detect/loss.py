@@ -37,9 +37,9 @@ def detect_loss(s: Series) -> LossAnalysis:
         steps, _, vals, _ = s.timeline(peaks=True)
     out: list[Finding] = []
     spikes_out: list[tuple[Series, list[float], Spike]] = []
-    if len(vals) < 6 or is_signed(means):
+    if is_signed(means):
         return LossAnalysis(out, spikes_out)
-    spikes = find_spikes(vals, "loss", steps)
+    spikes = find_spikes(vals, "loss", steps, s.resolution) if len(vals) >= 6 else []
     diverged = False
     for sp in spikes[:MAX_EVENTS_PER_SERIES]:
         tail = len(vals) - sp.start

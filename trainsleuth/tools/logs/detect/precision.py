@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass, field
 
 from trainsleuth.tools.findings import Finding
-from trainsleuth.tools.logs.detect.common import as_step, finding, r6, timeline
+from trainsleuth.tools.logs.detect.common import as_step, finding, r6, step_spacing, timeline
 from trainsleuth.tools.logs.series import Series
 
 
 def detect_loss_scale(s: Series) -> tuple[list[Finding], list[float]]:
-    """Returns findings and the steps where the scale fell (each fall is an overflow, a skipped step)."""
+    """Returns findings and the steps where the scale fell (each fall is an overflow, a skipped
+    step). A fall across a gap in the log (an excerpt that jumps ahead) is no evidence of either."""
     steps, vals, _ = timeline(s)
     out: list[Finding] = []
     falls: list[float] = []
     if len(vals) < 3 or s.width > 1:
         return out, falls
+    near = 3 * step_spacing(steps)
     increased = False
     i = 1
     n = len(vals)
@@ -28,11 +31,13 @@ def detect_loss_scale(s: Series) -> tuple[list[Finding], list[float]]:
             j = i
             decreases = 0
             last_drop = i
-            # a run of drops, each within 3 records of the previous one, with no increase between
+            # a run of drops, each within 3 records of the previous one, with no increase between;
+            # a drop across a gap in the log says the scale fell, not at which step (no skip counted)
             while j < n and vals[j] <= vals[j - 1] and j - last_drop <= 3:
                 if vals[j] < vals[j - 1]:
                     decreases += 1
-                    falls.append(steps[j])
+                    if steps[j] - steps[j - 1] <= near:
+                        falls.append(steps[j])
                     last_drop = j
                 j += 1
             j = last_drop + 1
@@ -56,84 +61,146 @@ def detect_loss_scale(s: Series) -> tuple[list[Finding], list[float]]:
                         last_step=as_step(steps[j - 1]),
                     )
                 )
-            increased = increased or False
             i = j
             continue
         i += 1
     return out, falls
 
 
-def detect_skipped(
-    counters: list[Series],
-    scale_falls: list[float],
-    overflow_steps: list[float],
-    repeated_grad: list[float],
-    records: int,
-    first_step: float | None,
-    last_step: float | None,
-) -> Finding | None:
-    steps: list[float] = []
-    reported = 0
+STARTUP_STEPS = 50  # the fp16 scaler searches its scale within about this many steps of the start
+CLUSTER = 4  # this many skips close together after start-up: repeated overflows
+PERSISTENT_RATE = 0.05  # or this share of all steps after start-up
+
+
+@dataclass
+class Skips:
+    """Skipped steps as intervals: `count` skips happened in (lo, hi] (lo == hi: at that step)."""
+
+    intervals: list[tuple[float, float, int]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    metric: str | None = None
+    per_record: bool = False  # known only to the logged record (scale drops), not to the step
+
+    @property
+    def total(self) -> int:
+        return sum(c for _, _, c in self.intervals)
+
+
+def skip_intervals(counters: list[Series], scale_falls: list[float], overflow_steps: list[float],
+                   scale_name: str | None) -> Skips:  # fmt: skip
+    """The best evidence first: the trainer's own counters, else its overflow messages, else the
+    drops of the loss scale (each drop is an overflow, and an overflow skips its step)."""
+    out = Skips()
     for s in counters:
         st, vals, _ = timeline(s)
+        if not vals:
+            continue
         cumulative = len(vals) > 1 and all(b >= a for a, b in itertools.pairwise(vals))
-        reported += (
-            int(max(vals, default=0) - vals[0]) if cumulative and vals else int(sum(v for v in vals if v > 0))
-        )
-        for a, v, prev in zip(st, vals, [0.0, *vals[:-1]], strict=False):
-            if (v > prev) if cumulative else (v > 0):
-                steps.append(a)
-    unique = set(steps)
-    if not overflow_steps:  # without overflow messages, scale drops and repeated grad norms are the trace
-        unique |= set(scale_falls) | set(repeated_grad)
-    # one overflow message is one skipped step, even when several fall under one logged step
-    steps = sorted(unique) + list(overflow_steps)
-    if not steps:
+        if cumulative:
+            if vals[0] > 0:
+                out.intervals.append((st[0], st[0], int(vals[0])))
+            for a, b, va, vb in zip(st, st[1:], vals, vals[1:], strict=False):
+                if vb > va:
+                    out.intervals.append((a, b, int(vb - va)))
+        else:
+            out.intervals += [(a, a, int(v)) for a, v in zip(st, vals, strict=False) if v > 0]
+        if out.intervals and out.metric is None:
+            out.metric = s.name
+    if out.intervals:
+        out.sources.append("skip counters")
+        return out
+    if overflow_steps:
+        out.intervals = [(x, x, 1) for x in overflow_steps]
+        out.sources.append("overflow messages")
+        return out
+    if scale_falls:
+        out.intervals = [(x, x, 1) for x in sorted(set(scale_falls))]
+        out.sources.append("loss-scale drops")
+        out.metric = scale_name
+        out.per_record = True
+    return out
+
+
+def detect_skipped(
+    skips: Skips, spacing: float, first_step: float | None, last_step: float | None
+) -> Finding | None:
+    """Skipped steps, read the way fp16 dynamic loss scaling behaves: a burst at the start while
+    the scaler searches its scale, and then an isolated overflow (or a pair, with hysteresis) each
+    time it tries a larger scale, are normal. A warning needs skips that persist or recur after
+    start-up: CLUSTER or more within a few steps, or PERSISTENT_RATE of the steps."""
+    if not skips.intervals:
         return None
-    ordered = sorted(steps)
-    span = (last_step - first_step) if first_step is not None and last_step is not None else 0
-    early_limit = (first_step or 0) + 0.05 * span
-    late = [x for x in ordered if x > early_limit]
-    cluster = _max_cluster(late, max(1.0, span / max(1, records)) * 10)
-    frac = len(set(steps)) / max(1, records)
-    sev = "warning" if cluster >= 4 or (frac >= 0.05 and len(late) >= 4) else "info"
-    sources = [
-        name
-        for name, present in (
-            ("skip counters", bool(reported)),
-            ("loss-scale drops", bool(scale_falls)),
-            ("overflow messages", bool(overflow_steps)),
-            ("repeated grad norm", bool(repeated_grad)),
+    ivs = sorted(skips.intervals)
+    first = first_step if first_step is not None else ivs[0][0]
+    last = last_step if last_step is not None else ivs[-1][1]
+    span = max(last - first, spacing)
+    gap = max(20.0, 3 * spacing)
+    startup: list[tuple[float, float, int]] = []
+    if ivs[0][0] <= first + max(STARTUP_STEPS, 0.02 * span):
+        startup.append(ivs[0])
+        for iv in ivs[1:]:
+            if iv[0] - startup[-1][1] > gap:
+                break
+            startup.append(iv)
+    late = ivs[len(startup) :]
+    late_total = sum(c for _, _, c in late)
+    startup_total = sum(c for _, _, c in startup)
+    # skips known to the step cluster within a few steps; skips known only to the logged record
+    # (scale drops) cluster when CLUSTER consecutive records show one
+    window = CLUSTER * spacing if skips.per_record else max(10.0, 2 * spacing)
+    cluster, cluster_at = _densest(late, window)
+    late_span = max(last - (startup[-1][1] if startup else first), spacing)
+    rate = late_total / (late_span / spacing if skips.per_record else late_span)
+    persists = bool(startup) and (startup[-1][1] - first >= 0.5 * span or startup[-1][1] >= last - gap)
+    warn = persists or cluster >= CLUSTER or (late_total >= CLUSTER and rate >= PERSISTENT_RATE)
+    total = skips.total
+    if warn:
+        at = startup[0][0] if persists else (cluster_at if cluster >= CLUSTER else late[0][0])
+        why = (
+            "they never stop after start-up"
+            if persists
+            else f"{cluster} fall within {as_step(window)} steps from step {as_step(cluster_at)}"
+            if cluster >= CLUSTER
+            else f"{late_total} after start-up, {rate * 100:.1f}% of the {'records' if skips.per_record else 'steps'}"
         )
-        if present
-    ]
+        msg = f"The trainer skipped steps ({total} skips; {why}): repeated fp16 overflows or NaN updates."
+    else:
+        at = ivs[0][0]
+        parts = []
+        if startup_total:
+            parts.append(f"{startup_total} while the fp16 scaler searched its scale at the start")
+        if late_total:
+            parts.append(f"{late_total} isolated later ({rate * 100:.2f}% of the steps)")
+        msg = f"The trainer skipped {total} steps ({'; '.join(parts)}): normal for fp16 dynamic loss scaling."
     return finding(
         "skipped_steps",
-        sev,
-        f"The trainer skipped steps ({len(steps)} skips, first at step {as_step(ordered[0])}; "
-        f"seen from {', '.join(sources)})"
-        + (
-            "; they cluster, which points at repeated overflows."
-            if sev == "warning"
-            else "; isolated skips are normal early in fp16 runs."
-        ),
-        step=ordered[0],
-        metric=next(
-            (c.name for c in counters if c.finite_points and max(c.timeline()[1], default=0) > 0), None
-        ),
-        steps=[as_step(x) for x in ordered[:50]],
-        count=len(steps),
-        reported_by_trainer=reported or None,
+        "warning" if warn else "info",
+        msg,
+        step=at,
+        metric=skips.metric,
+        count=total,
+        startup_skips=startup_total,
+        later_skips=late_total,
+        later_rate=r6(rate),
         largest_cluster=cluster,
-        sources=sources,
+        window_steps=as_step(window),
+        steps=[as_step(hi) for _, hi, _ in ivs[:50]],
+        sources=skips.sources,
     )
 
 
-def _max_cluster(steps: list[float], width: float) -> int:
-    best = 0
+def _densest(ivs: list[tuple[float, float, int]], window: float) -> tuple[int, float]:
+    """The most skips in intervals that all lie within `window` steps of each other (an interval
+    wider than the window spreads its skips: at most `window / width` of them count)."""
+    best, at = 0, ivs[0][0] if ivs else 0.0
     j = 0
-    for i in range(len(steps)):
-        while steps[i] - steps[j] > width:
+    acc = 0.0
+    for lo, hi, c in ivs:
+        acc += c * min(1.0, window / max(hi - lo, 1.0)) if hi - lo > window else c
+        while hi - ivs[j][1] > window:
+            lo_j, hi_j, c_j = ivs[j]
+            acc -= c_j * min(1.0, window / max(hi_j - lo_j, 1.0)) if hi_j - lo_j > window else c_j
             j += 1
-        best = max(best, i - j + 1)
-    return best
+        if acc > best:
+            best, at = int(acc), ivs[j][1] if ivs[j][0] == ivs[j][1] else ivs[j][0]
+    return best, at

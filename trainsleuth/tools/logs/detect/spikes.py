@@ -45,8 +45,13 @@ def diff_sigma(values: list[float]) -> float:
     return 1.4826 * median([abs(b - a) for a, b in itertools.pairwise(values)]) / math.sqrt(2)
 
 
-def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) -> list[Spike]:
+def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, resolution: float = 0.0
+                ) -> list[Spike]:  # fmt: skip
     """Upward excursions above a robust trailing baseline, grouped into events.
+
+    `resolution`: the rounding of the printed values (1e-4 for a loss printed with 4 decimals). A
+    rise of fewer than 10 rounding steps is never a spike: near the resolution, rounding alone
+    makes values jump by large ratios (0.0001 -> 0.0003).
 
     The baseline is local in steps: only accepted points within WINDOW typical step spacings
     count, and the noise level comes from differences between neighbouring accepted points,
@@ -105,9 +110,9 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None) 
                 acc_s.append(st)
                 acc_v.append(v)
                 continue
-            thr = max(base * GRAD_FACTOR, base + GRAD_K * sig)
+            thr = max(base * GRAD_FACTOR, base + GRAD_K * sig, base + 10 * resolution)
         else:
-            thr = base + max(LOSS_K * sig, LOSS_REL * abs(base), 1e-8)
+            thr = base + max(LOSS_K * sig, LOSS_REL * abs(base), 10 * resolution, 1e-8)
         # A spike is a jump: the value rose from the record before it (or continues an event),
         # so a loss that simply starts high and falls is never flagged.
         if v > thr and i > 0 and (v > vals[i - 1] or flags[i - 1]):

@@ -52,6 +52,9 @@ def detect_constant(s: Series) -> Finding | None:
     need = max(8, int(0.05 * n))
     if best_len < need:
         return None
+    value, q = vals[best_start], s.resolution
+    if q and abs(value) < 500 * q and any(0 < abs(v - value) <= 10 * q for v in vals):
+        return None  # printed near its rounding (0.0012 at 4 decimals): repeats are the rounding's
     return finding(
         "constant_metric",
         "warning",
@@ -63,4 +66,5 @@ def detect_constant(s: Series) -> Finding | None:
         records=best_len,
         last_step=as_step(steps[best_start + best_len - 1]),
         role=s.role,
+        resolution=q or None,
     )
