@@ -95,8 +95,15 @@ def skip_intervals(counters: list[Series], scale_falls: list[float], overflow_st
         st, vals, _ = timeline(s)
         if not vals:
             continue
-        cumulative = len(vals) > 1 and all(b >= a for a, b in itertools.pairwise(vals))
-        if cumulative:
+        # DeepSpeed's `skipped=N` counts from the start; Megatron's "number of skipped iterations"
+        # counts within each logging interval (so does any counter that ever goes down)
+        per_interval = s.name.lower().startswith("number of") or any(
+            b < a for a, b in itertools.pairwise(vals)
+        )
+        if per_interval:
+            prev = [st[0], *st[:-1]]
+            out.intervals += [(a, b, int(v)) for a, b, v in zip(prev, st, vals, strict=False) if v > 0]
+        elif len(vals) > 1:
             if vals[0] > 0:
                 out.intervals.append((st[0], st[0], int(vals[0])))
             for a, b, va, vb in zip(st, st[1:], vals, vals[1:], strict=False):
@@ -191,16 +198,23 @@ def detect_skipped(
 
 def _densest(ivs: list[tuple[float, float, int]], window: float) -> tuple[int, float]:
     """The most skips in intervals that all lie within `window` steps of each other (an interval
-    wider than the window spreads its skips: at most `window / width` of them count)."""
-    best, at = 0, ivs[0][0] if ivs else 0.0
+    wider than the window spreads its skips: only `window / width` of them count), and where the
+    first group of CLUSTER or more begins (else where the densest group begins)."""
+    best, at, first_at = 0, ivs[0][1] if ivs else 0.0, None
+
+    def weight(iv: tuple[float, float, int]) -> float:
+        lo, hi, c = iv
+        return c * min(1.0, window / (hi - lo)) if hi - lo > window else float(c)
+
     j = 0
     acc = 0.0
-    for lo, hi, c in ivs:
-        acc += c * min(1.0, window / max(hi - lo, 1.0)) if hi - lo > window else c
-        while hi - ivs[j][1] > window:
-            lo_j, hi_j, c_j = ivs[j]
-            acc -= c_j * min(1.0, window / max(hi_j - lo_j, 1.0)) if hi_j - lo_j > window else c_j
+    for iv in ivs:
+        acc += weight(iv)
+        while iv[1] - ivs[j][1] > window:
+            acc -= weight(ivs[j])
             j += 1
+        if acc >= CLUSTER and first_at is None:
+            first_at = ivs[j][1]
         if acc > best:
-            best, at = int(acc), ivs[j][1] if ivs[j][0] == ivs[j][1] else ivs[j][0]
-    return best, at
+            best, at = int(acc), ivs[j][1]
+    return best, first_at if first_at is not None else at

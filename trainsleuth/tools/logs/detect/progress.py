@@ -8,7 +8,7 @@ import math
 from statistics import median
 
 from trainsleuth.tools.findings import Finding
-from trainsleuth.tools.logs.detect.common import as_step, finding, r6, timeline
+from trainsleuth.tools.logs.detect.common import as_step, finding, r6, step_spacing, timeline
 from trainsleuth.tools.logs.series import Series
 
 MIN_RECORDS = 5  # fewer records than this say nothing about progress
@@ -31,6 +31,8 @@ def plateau(s: Series, steps: list[float], vals: list[float]) -> Finding | None:
     n = len(vals)
     if n < MIN_RECORDS or len(set(vals)) <= 2:
         return None
+    if n < 50 and not _from_start(steps):
+        return None  # a short excerpt from the middle of a run says nothing about learning
     k = max(1, min(n // 10, 20)) if n < 50 else max(5, n // 10)
     first, last = median(vals[:k]), median(vals[-k:])
     if first <= 0:
@@ -57,11 +59,18 @@ def plateau(s: Series, steps: list[float], vals: list[float]) -> Finding | None:
     return _stalled_after_early_drop(s, steps, vals)
 
 
+def _from_start(steps: list[float]) -> bool:
+    """The log begins near the start of training (its first step is within a few logging
+    intervals or a tenth of its last step), so "from the start" means what it says."""
+    spacing = step_spacing(steps)
+    return steps[0] <= max(3 * spacing, 0.1 * steps[-1])
+
+
 def _stalled_after_early_drop(s: Series, steps: list[float], vals: list[float]) -> Finding | None:
     """Fell within the first EARLY of the run, kept most of its level (the drop took off less than
     half the loss) and made no progress over the remaining, at least STALLED of the run."""
     span = steps[-1] - steps[0]
-    if span <= 0 or vals[0] <= 0:
+    if span <= 0 or vals[0] <= 0 or not _from_start(steps):
         return None
     tail = max(1, len(vals) // 10)
     end_level = median(vals[-tail:])
