@@ -42,7 +42,9 @@ def detect_all(
     elif not losses and (len(comps) == 1 or (comps and not rl)):
         losses = comps  # RL losses beside rewards are noisy by nature: only a lone one is judged
     loss_spikes = []
-    for s in losses:
+    # In reinforcement learning the losses follow the returns (a PPO loss rises while the agent
+    # starts to succeed): they are not judged for spikes, divergence or progress there.
+    for s in [] if rl else losses:
         la = detect_loss(s)
         events += la.findings
         loss_spikes += la.spikes

@@ -85,6 +85,7 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
             for j in range(max(1, k), len(acc_v))
             if acc_s[j] - acc_s[j - 1] <= 3 * spacing
         ]
+        few = len(diffs) < 5  # too few neighbouring differences to trust a noise level
         if len(diffs) >= (3 if warm else 1):
             sig = 1.4826 * median(diffs) / math.sqrt(2)
         else:
@@ -112,7 +113,10 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
                 continue
             thr = max(base * GRAD_FACTOR, base + GRAD_K * sig, base + 10 * resolution)
         else:
-            thr = base + max(LOSS_K * sig, LOSS_REL * abs(base), 10 * resolution, 1e-8)
+            # with few differences to go by (a short excerpt, a restart), a ramp inside the history
+            # inflates the noise estimate: then the relative floor alone decides
+            noise = min(LOSS_K * sig, LOSS_REL * abs(base)) if few and not warm else LOSS_K * sig
+            thr = base + max(noise, LOSS_REL * abs(base), 10 * resolution, 1e-8)
         # A spike is a jump: the value rose from the record before it (or continues an event),
         # so a loss that simply starts high and falls is never flagged.
         if v > thr and i > 0 and (v > vals[i - 1] or flags[i - 1]):
@@ -132,6 +136,9 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
         j = i
         last_flag = i
         normal_run = 0
+        back = (
+            max(2.0 * base, base + 3 * sig) if kind == "grad_norm" else base + max(2 * sig, 0.1 * abs(base))
+        )
         while j + 1 < n:
             j += 1
             if flags[j]:
@@ -139,7 +146,7 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
                 normal_run = 0
             else:
                 normal_run += 1
-                if normal_run >= 2:
+                if normal_run >= 2 or vals[j] <= back:  # two normal records, or one back at the baseline
                     break
         peak = max(range(start, last_flag + 1), key=lambda k: vals[k])
         if kind == "grad_norm":
