@@ -101,11 +101,13 @@ def _reading_problems(entry: dict[str, Any], report: LogReport) -> list[str]:
     main = keys[0] if keys else (vals[0] if vals else None)
     s = series.get(main) if main else None
     step = entry.get("step") or {}
-    if s is not None and step.get("first") is not None and step.get("key") != "position":
-        if not (_close(s.first_step, step["first"]) and _close(s.last_step, step["last"])):
-            out.append(
-                f"{main}: steps {s.first_step}..{s.last_step}, expected {step['first']}..{step['last']}"
-            )
+    if (
+        s is not None
+        and step.get("first") is not None
+        and step.get("key") != "position"
+        and not (_close(s.first_step, step["first"]) and _close(s.last_step, step["last"]))
+    ):
+        out.append(f"{main}: steps {s.first_step}..{s.last_step}, expected {step['first']}..{step['last']}")
     count = entry.get("loss_records") if keys else entry.get("val_records")
     if s is not None and isinstance(count, int) and count and s.points != count:
         out.append(f"{main}: {s.points} records, expected {count}")
@@ -161,9 +163,8 @@ def _event_problems(entry: dict[str, Any], report: LogReport) -> list[str]:
             out.append(f"false alarms on a healthy log: {false_alarms}")
         if not false_alarms and not loud and report.verdict != "healthy":
             out.append(f"verdict {report.verdict} on a healthy log: {report.notes[:1]}")
-    elif entry["healthy"] is None:
-        if report.verdict == "healthy" or report.healthy:
-            out.append("called healthy though the log holds too little to judge")
+    elif entry["healthy"] is None and (report.verdict == "healthy" or report.healthy):
+        out.append("called healthy though the log holds too little to judge")
     for want in entry.get("events") or []:
         if (entry["id"], str(want["code"])) in KNOWN_MISSES:
             assert not any(_matches(e, want) for e in report.events), "found now: drop it from KNOWN_MISSES"
