@@ -181,7 +181,7 @@ def _why_not(series: list[Series]) -> str:
 
 
 def _available(key: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(key, names, n=3)
+    close = [n for n in names if n.lower() == key.lower()] or difflib.get_close_matches(key, names, n=3)
     listed = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
     hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
     return f"{hint}the log's keys are: {listed or '(none)'}"

@@ -21,6 +21,8 @@ _CODE_START = re.compile(
     r"|class\s+\w+\s*[(:]"
     r"|if\s+__name__\s*==)"
 )
+# a rule of `=` across the line: where a printed script ends (modded-nanogpt prints one after its source)
+_SCRIPT_END = re.compile(r"^\s*={20,}\s*$")
 _SETTINGS = re.compile(
     r"Namespace\(|^\s*Overriding\b|^\s*(?:args|config|hparams|hyperparameters)\s*[:=]\s*[{(\[]"
 )
@@ -54,6 +56,12 @@ class LineFilter:
         if not self.in_script and _CODE_START.match(line):
             self.in_script = True
         return self.in_script
+
+    def script_ends(self, line: str) -> bool:
+        if self.in_script and _SCRIPT_END.match(line):
+            self.in_script = False
+            return True
+        return False
 
     @staticmethod
     def is_settings(line: str) -> bool:

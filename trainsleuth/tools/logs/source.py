@@ -187,7 +187,10 @@ class LogFile:
     def read(self, n: int = -1) -> bytes:
         """Up to `n` bytes (all that is left within the bound when n < 0)."""
         want = self._left if n < 0 else min(n, self._left)
-        buf = bytearray(max(0, want))
+        if want <= 0:
+            self.readinto(memoryview(bytearray(1)))  # notes whether the file went on past the bound
+            return b""
+        buf = bytearray(want)
         got = 0
         with memoryview(buf) as view:
             while got < want:

@@ -78,6 +78,8 @@ class _LineState:
             self._drop_settings()
             self.stats.skip(skips.SETTINGS, line)
             return
+        if flt.script_ends(line):
+            return
         if flt.in_script or flt.script_starts(line):
             recs = self.parser(line) if any(c.isdigit() for c in line) else []
             if not any(step is not None and metrics for step, metrics, _ in recs):
