@@ -97,10 +97,24 @@ def is_error_line(line: str) -> bool:
     return any(p.search(line) for _, p in _PATTERNS) or bool(_OVERFLOW.search(line))
 
 
+_NEW_SCALE = re.compile(r"(?:loss scale|reducing) to (\d+(?:\.\d+)?)", re.I)
+
+
+def overflow_scale(line: str) -> tuple[bool, float | None]:
+    """Whether `line` is an fp16 overflow notice, and the loss scale it says comes next
+    (DeepSpeed: "Attempted loss scale: 65536, reducing to 32768"; Apex: "reducing loss scale to 1024.0")."""
+    if not any(t in line for t in _OVERFLOW_TRIGGERS) or not _OVERFLOW.search(line):
+        return False, None
+    m = _NEW_SCALE.search(line)
+    if m is None:
+        return True, None
+    return True, float(m.group(1))
+
+
 def is_failure_line(line: str) -> bool:
     """True for an error line proper (exception, OOM, timeout, ...), not an overflow notice: such a
     line quotes numbers (`alloc_cpu.cpp:127`, `4503599627370496 bytes`) that are never metrics."""
-    return has_trigger(line) and any(p.search(line) for _, p in _PATTERNS)
+    return any(t in line for t in _TRIGGERS) and any(p.search(line) for _, p in _PATTERNS)
 
 
 def trigger_positions(text: str) -> list[int]:

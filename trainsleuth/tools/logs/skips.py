@@ -40,6 +40,7 @@ SETTINGS = "argparse Namespace or config override"
 CONFIG = "config dump (a block of distinct settings)"
 PROGRESS = "progress bar without metric values"
 ERROR = "error or traceback line (numbers there are not metrics)"
+OVERFLOW = "fp16 overflow notice (counted as a skipped step)"
 NO_METRIC = "other lines with numbers but no metric record"
 
 

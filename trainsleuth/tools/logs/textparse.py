@@ -24,6 +24,7 @@ _RANK_PREFIX = re.compile(
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x08\x07]+")
 # `[12]\ttraining's multi_logloss: 0.4` (LightGBM, XGBoost): a boosting round at the start of the line
+has_digit = re.compile(r"\d").search  # far faster than looping over characters
 _COUNTER = re.compile(r"^\s*\d+/\d+\b")  # a batch counter opening a progress frame (`22/44 ━━━ ...`)
 _ROUND = re.compile(r"^\[(\d+)\]\s+(?=\S)")
 # SB3's tables: `|    loss                 | 9.42        |` and section rows `| train/  |   |`
@@ -41,7 +42,7 @@ _NANOGPT_ITER = re.compile(r"^\s*iter\s+(\d+)\s*:\s*(.*)$")
 _NANOGPT_STEP = re.compile(r"^\s*step\s+(\d+)\s*:\s*(.*)$")
 _KEY = r"[A-Za-z_][\w./\-\[\]]*"
 _KV = re.compile(
-    rf"({_KEY})\s*[=:]\s*({NUMV})((?-i:[kKM]))?(?:\s?({UNIT}))?(?=[\s,;|)\]}}]|$)",
+    rf"(?<![\w./\-\[\]])({_KEY})\s*[=:]\s*({NUMV})((?-i:[kKM]))?(?:\s?({UNIT}))?(?=[\s,;|)\]}}]|$)",
     re.I,
 )
 # `key value` pairs without `=` or `:`: the key is one word, or two when the first qualifies the
@@ -320,7 +321,7 @@ def parse_keyvalue(s: str, units: Units = None) -> list[Record]:
     """Generic `key=value`, `key: value` and `key value` records, pipe- or comma-separated
     (fairseq, llm.c `step 120/19560 | train loss 3.41 | norm 1.2`, logging lines with
     `loss=2.1, lr=1e-4`, `epoch 1 iter 500 loss 0.5 acc 87.5%`)."""
-    if not any(c.isdigit() for c in s):
+    if not has_digit(s):
         return []
     em = _EPOCH_ONLY.match(s)
     if em:  # `Epoch 3/20` alone: the epoch the following lines belong to (Keras)
@@ -397,10 +398,7 @@ def parse_line_auto(raw: str, units: Units = None) -> list[Record]:
     if "\r" in s:
         out: list[Record] = []
         counted: list[Record] = []  # the latest frame of a progress display without steps (Keras)
-        for seg in s.split("\r"):
-            seg = seg.strip()
-            if not seg:
-                continue
+        for seg in _frames_that_matter(s.split("\r")):
             recs = _parse_frame(seg, units)
             if recs and _COUNTER.match(seg) and all(step is None for step, _, _ in recs):
                 counted = recs
@@ -408,6 +406,31 @@ def parse_line_auto(raw: str, units: Units = None) -> list[Record]:
                 out += recs
         return out + counted
     return _parse_frame(s, units)
+
+
+def _frames_that_matter(frames: list[str]) -> list[str]:
+    """Of a line's carriage-return frames, the ones that can change what is read: everything that
+    is not a bare tqdm redraw, the redraw right before each of those (the step it was printed at),
+    and the line's first and last redraws (the step context across lines). A training log with
+    tqdm holds thousands of redraws per logged record; the others are never parsed."""
+    keep: list[int] = []
+    last_bar = -1
+    stripped = [f.strip() for f in frames]
+    for i, f in enumerate(stripped):
+        if not f:
+            continue
+        if "%|" in f and f.endswith(("it/s]", "s/it]")):  # a bare tqdm redraw (no postfix values)
+            if not keep:
+                keep.append(i)
+            last_bar = i
+            continue
+        if last_bar >= 0 and keep[-1] != last_bar:
+            keep.append(last_bar)
+        keep.append(i)
+        last_bar = -1
+    if last_bar >= 0 and keep[-1] != last_bar:
+        keep.append(last_bar)
+    return [stripped[i] for i in keep]
 
 
 def _parse_frame(s: str, units: Units) -> list[Record]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from trainsleuth.tools.logs import skips
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.errors import has_trigger, is_failure_line
+from trainsleuth.tools.logs.errors import has_trigger, is_failure_line, overflow_scale
 from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
 from trainsleuth.tools.logs.skips import LineFilter
 from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, ReadStats, iter_blocks
@@ -22,6 +22,7 @@ from trainsleuth.tools.logs.textparse import (
     Record,
     bar_total,
     clean_line,
+    has_digit,
     parse_megatron,
     pick_step,
     with_step_key,
@@ -74,6 +75,13 @@ class _LineState:
         if is_failure_line(line):
             self.stats.skip(skips.ERROR, line)
             return
+        overflow, scale = overflow_scale(line)
+        if overflow:  # counted by the error scanner; its numbers are the scale, nothing else
+            if scale is not None:
+                self.sink.add_record(None, {"loss scale": scale}, "")
+            else:
+                self.stats.skip(skips.OVERFLOW, line)
+            return
         if flt.is_settings(line):
             self._drop_settings()
             self.stats.skip(skips.SETTINGS, line)
@@ -81,7 +89,7 @@ class _LineState:
         if flt.script_ends(line):
             return
         if flt.in_script or flt.script_starts(line):
-            recs = self.parser(line) if any(c.isdigit() for c in line) else []
+            recs = self.parser(line) if has_digit(line) else []
             if not any(step is not None and metrics for step, metrics, _ in recs):
                 self.stats.skip(skips.SCRIPT, line)
                 return
@@ -107,7 +115,7 @@ class _LineState:
             add = self.sink.add_record
             for step, metrics, source in recs:
                 add(step, metrics, source)
-        elif not parsed and any(c.isdigit() for c in line):
+        elif not parsed and has_digit(line):
             self.stats.skip(skips.PROGRESS if _TQDM.search(line) else skips.NO_METRIC, line)
         if self.engine is not None:
             self.engine.observe(line)
@@ -247,21 +255,34 @@ class _Sink(BlockSink):
         self.positional = set()
 
 
-def _lazy_step(text: str, pos: int, parser: LineParser, fallback: float | None) -> Callable[[], float | None]:
-    return lambda: _step_before(text, pos, parser, fallback) if pos >= 0 else fallback
+class _StepsBefore:
+    """The step of the nearest line before a position in a block that has one (an error line's
+    step: the last step logged before it). Each line is parsed at most once per block, so runs of
+    error or overflow lines cost no more than the lines themselves."""
 
+    def __init__(self, text: str, parser: LineParser) -> None:
+        self.text, self.parser = text, parser
+        self.line_step: dict[int, float | None] = {}  # line start -> its own step (or None)
 
-def _step_before(text: str, pos: int, parser: LineParser, fallback: float | None) -> float | None:
-    end = pos
-    for _ in range(30):
-        if end <= 0:
-            break
-        start = text.rfind("\n", 0, end - 1) + 1
-        for step, _m, _s in parser(text[start : end - 1] if end - 1 > start else ""):
-            if step is not None:
-                return step
-        end = start
-    return fallback
+    def lazy(self, pos: int, fallback: float | None) -> Callable[[], float | None]:
+        return lambda: self.before(pos, fallback) if pos >= 0 else fallback
+
+    def before(self, pos: int, fallback: float | None) -> float | None:
+        text, end = self.text, pos
+        for _ in range(30):
+            if end <= 0:
+                break
+            start = text.rfind("\n", 0, end - 1) + 1
+            if start not in self.line_step:
+                line = text[start : end - 1] if end - 1 > start else ""
+                found = None
+                if has_digit(line):
+                    found = next((st for st, _m, _s in self.parser(line) if st is not None), None)
+                self.line_step[start] = found
+            if self.line_step[start] is not None:
+                return self.line_step[start]
+            end = start
+        return fallback
 
 
 def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "") -> None:
@@ -279,6 +300,7 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
             # Templates never take a line with an error word, so error lines are all here; their
             # line numbers are found in the block only when one turns up.
             find_from, counted_to, counted = 0, 0, 0
+            steps_before = _StepsBefore(text, parser)
             for line in rest.split("\n")[:-1]:
                 if has_trigger(line):
                     pos = text.find(line, find_from)
@@ -287,7 +309,7 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
                         counted_to = find_from = pos
                         find_from = pos + len(line)
                     fallback = ctx.collector.last_step
-                    scanner.scan(line, line_no + counted, _lazy_step(text, pos, parser, fallback))
+                    scanner.scan(line, line_no + counted, steps_before.lazy(pos, fallback))
                 state.feed(line)
         line_no += text.count("\n")
         sink.flush_block()
