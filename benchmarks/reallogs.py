@@ -75,13 +75,13 @@ SOURCES = (
 
 
 def _repeat_text(src: Source, path: Path, size: int) -> int:
-    text = "".join(f.read_text(encoding="utf-8", errors="surrogateescape") for f in src.files)
+    text = "".join(f.open(encoding="utf-8", errors="surrogateescape", newline="").read() for f in src.files)
     patterns = [re.compile(p, re.M) for p in src.steps]
     top = max((int(m.group(2)) for p in patterns for m in p.finditer(text)), default=0)
     period = top + 1
     written = 0
     rep = 0
-    with open(path, "w", encoding="utf-8", errors="surrogateescape") as out:
+    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
         while written < size:
             chunk = text
             if rep:

@@ -126,8 +126,11 @@ def _compile(line: str, spans: list[tuple[int, int]], literal: set[int], t: Temp
     fast.append(_literal(tail))
     strict.append(_literal(tail))
     try:
-        t.regex = re.compile("^" + "".join(fast) + "\n", re.M)
-        t.strict = re.compile("^" + "".join(strict) + "\n", re.M)
+        # a line is "\n" + its text, followed by "\n": the leading newline is a literal the regex
+        # engine can scan for (far faster than `^` in multi-line mode); `consume` puts one before
+        # the block's first line
+        t.regex = re.compile("\n" + "".join(fast) + "(?=\n)")
+        t.strict = re.compile("\n" + "".join(strict) + "(?=\n)")
     except re.error:
         t.regex = None
         return t
@@ -139,15 +142,19 @@ def _compile(line: str, spans: list[tuple[int, int]], literal: set[int], t: Temp
 
 
 _SPACES = re.compile(" +")
+# a progress bar's fill (`|█████▍    |`, `|####5     |`) changes every redraw: any fill is one shape
+_BAR_FILL = re.compile(r"(?<=%\|)[^|\n]*(?=\|)")
 
 
 def _literal(text: str) -> str:
-    """Literal text of a template; a run of spaces matches any run (aligned columns)."""
-    return " +".join(re.escape(piece) for piece in _SPACES.split(text))
+    """Literal text of a template; a run of spaces matches any run (aligned columns), and a
+    progress bar's fill matches any fill."""
+    pieces = _BAR_FILL.split(text)
+    return "[^|\n]*".join(" +".join(re.escape(p) for p in _SPACES.split(piece)) for piece in pieces)
 
 
 def shape_key(line: str) -> str:
-    return _SPACES.sub(" ", NUM_TOKEN.sub("\x00", line))
+    return _BAR_FILL.sub("", _SPACES.sub(" ", NUM_TOKEN.sub("\x00", line)))
 
 
 # Inside a template the literal text around a number is fixed, so the number itself needs no
@@ -156,6 +163,33 @@ _GROUP = (
     r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
     r"|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity)"
 )
+
+
+def keep_next_to_others(regex: re.Pattern[str], rest: str) -> tuple[str, int]:
+    """Take the lines `regex` matches (progress-bar redraws; each match is "\n" + a line) out of
+    `rest` (which begins with "\n"), except the ones next to other lines: the redraw before a line
+    and the one after it carry the step that line was printed at (the HF Trainer prints its dicts
+    between redraws). Returns the rest and how many lines matched."""
+    out: list[str] = []
+    pos = 0
+    rows = 0
+    pending: str | None = None  # the latest redraw not kept yet
+    for m in regex.finditer(rest):
+        rows += 1
+        gap = rest[pos : m.start()]
+        if gap:
+            if pending is not None:
+                out.append(pending)
+            out.append(gap)
+            out.append(m.group(0))
+            pending = None
+        else:
+            pending = m.group(0)
+        pos = m.end()
+    if pending is not None:
+        out.append(pending)  # the last redraw: the step context for what follows
+    out.append(rest[pos:])
+    return "".join(out), rows
 
 
 def _grouped_float(cell: str) -> float:
@@ -181,11 +215,13 @@ class TemplateEngine:
         self.active: list[Template] = []
         self.refused = 0
         self.silent = 0  # lines taken by templates without metrics (chatter), since last read
+        self.bars = 0  # progress-bar redraws taken by templates, since last read
+        self.unshaped: set[str] = set()  # exact lines whose shape was refused: not shaped again
 
     def observe(self, line: str) -> None:
         """Count a line's shape (called for lines that went through the line parsers)."""
-        if len(line) > MAX_TEMPLATE_LINE or not line:
-            return
+        if len(line) > MAX_TEMPLATE_LINE or not line or line in self.unshaped or "\r" in line.rstrip("\r"):
+            return  # carriage-return frames never become templates (see build_template)
         key = shape_key(line)
         t = self.templates.get(key)
         if t is None:
@@ -202,6 +238,8 @@ class TemplateEngine:
                 self.active.append(built)
             else:
                 self.refused += 1
+        elif t.regex is None and t.seen > 2 and len(self.unshaped) < 4096:
+            self.unshaped.add(line)  # a line repeated word for word that no template takes
 
     @staticmethod
     def _columns(
@@ -220,11 +258,11 @@ class TemplateEngine:
 
     def consume(self, block: str, sink: BlockSink) -> str:
         """Take every line matching an active template out of `block`; return the rest."""
-        rest = block
+        rest = "\n" + block  # every line now begins with a newline (see _compile)
         self.active.sort(key=lambda t: -t.hits)
         tried = 0
         for t in list(self.active):
-            if not rest:
+            if len(rest) <= 1:
                 break
             if t.idle_blocks > 4 and t.idle_blocks % 8:
                 t.idle_blocks += 1
@@ -256,8 +294,13 @@ class TemplateEngine:
                     sink.add_columns(name, steps, values)
                 sink.records += rows
                 sink.sources[t.source] += rows
+            elif t.source.startswith("tqdm position/"):
+                rest, rows = keep_next_to_others(t.regex, rest)
+                t.hits += rows
+                self.bars += rows
+                continue
             else:
                 self.silent += rows
             t.hits += rows
             rest = "".join(parts[0::stride])
-        return rest
+        return rest[1:] if rest.startswith("\n") else rest

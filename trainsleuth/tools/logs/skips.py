@@ -23,9 +23,8 @@ _CODE_START = re.compile(
 )
 # a rule of `=` across the line: where a printed script ends (modded-nanogpt prints one after its source)
 _SCRIPT_END = re.compile(r"^\s*={20,}\s*$")
-_SETTINGS = re.compile(
-    r"Namespace\(|^\s*Overriding\b|^\s*(?:args|config|hparams|hyperparameters)\s*[:=]\s*[{(\[]"
-)
+# settings lines: an argparse `Namespace(...)` anywhere, nanoGPT's `Overriding: ...`, `args = {...}`
+_SETTINGS_START = re.compile(r"\s*(?:Overriding\b|(?:args|config|hparams|hyperparameters)\s*[:=]\s*[{(\[])")
 # `name = value` / `name: value` alone on its line (a setting when several distinct ones follow each other)
 _ASSIGNMENT = re.compile(r"""^\s*["']?[A-Za-z_][\w.\-\[\]]*["']?\s*[:=]\s*\S[^=:]*?\s*(?:#.*)?,?\s*$""")
 # lines that may sit inside a config block without ending it: blank, comments, `key:` headers,
@@ -66,7 +65,7 @@ class LineFilter:
 
     @staticmethod
     def is_settings(line: str) -> bool:
-        return bool(_SETTINGS.search(line))
+        return "Namespace(" in line or _SETTINGS_START.match(line) is not None
 
     @staticmethod
     def is_neutral(line: str) -> bool:

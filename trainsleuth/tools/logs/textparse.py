@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any, TypeAlias
 
-from trainsleuth.tools.logs.numbers import NONFINITE, NUM, NUMV, UNIT, number, to_float
+from trainsleuth.tools.logs.numbers import NUM, NUMV, UNIT, number, to_float
 from trainsleuth.tools.logs.roles import role_of
 
 Record: TypeAlias = "tuple[float | None, dict[str, float], str]"
@@ -51,10 +51,11 @@ _SPACE_KV = re.compile(
     rf"(?<![\w./-])([A-Za-z][A-Za-z_]*(?:\s+[A-Za-z][A-Za-z_]*)?)\s+({NUMV})((?-i:[kKM]))?(?:\s?({UNIT}))?(?=[\s,;|)\]]|$)",
     re.I,
 )
-_DICT_ITEM = re.compile(
-    rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\(|tensor\()?\s*['"]?({NUM}|{NONFINITE}|NaN|-?Infinity)['"]?""",
-    re.I,
-)
+# `'key': value` in a printed dict; the value is checked by `_dict_value` (a plain character class
+# here keeps the regex fast on the long dict lines of the HF Trainer)
+_DICT_ITEM = re.compile(r"""['"]([^'"]+)['"]\s*:\s*((?:\w+(?:\.\w+)*\([^)]*\))|[^,}]+)""")
+_DICT_WRAP = re.compile(r"^(?:np\.float\d*|tensor|float)\((.*?)(?:,[^)]*)?\)$")
+_BAR_POS = re.compile(r"(\d+)/(\d+)\s*\[")
 _TQDM = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:,\s*([\d.]+)\s*(it/s|s/it))?\s*(?:,\s*(.*?))?\]")
 _TQDM_EPOCH = re.compile(r"\b[Ee]poch\s*(\d+)\b")
 _PART_KV = re.compile(
@@ -180,14 +181,40 @@ def parse_dict_line(s: str, units: Units = None) -> list[Record]:
     if "{" not in s or ":" not in s:
         return []
     metrics: dict[str, float] = {}
-    for m in _DICT_ITEM.finditer(s):
-        v = to_float(m.group(2))
-        if v is not None:
-            metrics[m.group(1)] = v
+    body = s.strip()
+    if body[:2] in ("{'", '{"') and body.endswith("}") and "(" not in body and "{" not in body[1:]:
+        # the usual flat dict (HF Trainer): split it instead of searching it (several times faster)
+        q = body[1]
+        for item in body[2:-1].split(", " + q):
+            key, sep, value = item.partition(q + ": ")
+            if sep:
+                v = _dict_value(value)
+                if v is not None:
+                    metrics[key] = v
+    else:
+        for m in _DICT_ITEM.finditer(s):
+            v = _dict_value(m.group(2))
+            if v is not None:
+                metrics[m.group(1)] = v
     if not metrics:
         return []
     step, key = pick_step(metrics)
     return [(step, metrics, key)] if metrics else []
+
+
+def _dict_value(text: str) -> float | None:
+    """`2.1`, `'3.949'` (transformers 5 prints strings), `nan`, `np.float64(2.1)`, `tensor(2.1)`."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    t = text.strip().strip("'\"")
+    v = to_float(t)
+    if v is None and "(" in t:
+        m = _DICT_WRAP.match(t)
+        if m:
+            v = to_float(m.group(1).strip().strip("'\""))
+    return v
 
 
 def parse_megatron(s: str, units: Units = None) -> list[Record]:
@@ -236,6 +263,11 @@ def parse_tqdm(line: str, units: Units = None) -> list[Record]:
         return []
     out: list[Record] = []
     for seg in line.split("\r"):
+        if seg.endswith(("it/s]", "s/it]")):  # a bare redraw: a cheaper search finds its position
+            bm = _BAR_POS.search(seg)
+            if bm is not None:
+                out.append((float(bm.group(1)), {}, f"tqdm position/{bm.group(2)}"))
+            continue
         m = _TQDM.search(seg)
         if m is None:
             continue

@@ -6,12 +6,13 @@ and every line with an error word shown to the error scanner."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from trainsleuth.tools.logs import skips
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.errors import has_trigger, is_failure_line, overflow_scale
+from trainsleuth.tools.logs.errors import has_trigger, next_scale
 from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
 from trainsleuth.tools.logs.skips import LineFilter
 from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, ReadStats, iter_blocks
@@ -27,6 +28,17 @@ from trainsleuth.tools.logs.textparse import (
     pick_step,
     with_step_key,
 )
+
+
+def _redraws_only(line: str) -> bool:
+    """A line of tqdm redraws and nothing else (no postfix values, no dict between the frames)."""
+    return (
+        "%|" in line
+        and "{" not in line
+        and "=" not in line
+        and ": " not in line
+        and ("it/s]" in line or "s/it]" in line)
+    )
 
 
 class _LineState:
@@ -51,7 +63,9 @@ class _LineState:
         self.main_total = 0  # the largest progress-bar total seen: the training bar
         self.held: list[Record] = []  # records printed between bar frames, waiting for the bar's step
 
-    def feed(self, line: str) -> None:
+    def feed(self, line: str, kind: str | None = None) -> None:
+        """One line no template took. `kind`: what the error scanner made of it ("error", an
+        fp16 "overflow" notice, or None)."""
         if len(line) > MAX_LINE:
             self.long_lines += 1
             return
@@ -72,11 +86,11 @@ class _LineState:
                     self.pending, self.pending_n = s, 0
                     return
         flt = self.filter
-        if is_failure_line(line):
+        if kind == "error":
             self.stats.skip(skips.ERROR, line)
             return
-        overflow, scale = overflow_scale(line)
-        if overflow:  # counted by the error scanner; its numbers are the scale, nothing else
+        if kind == "overflow":  # counted by the error scanner; its numbers are the scale, nothing else
+            scale = next_scale(line)
             if scale is not None:
                 self.sink.add_record(None, {"loss scale": scale}, "")
             else:
@@ -88,14 +102,15 @@ class _LineState:
             return
         if flt.script_ends(line):
             return
+        digits = has_digit(line)  # a line without a digit holds no record
         if flt.in_script or flt.script_starts(line):
-            recs = self.parser(line) if has_digit(line) else []
+            recs = self.parser(line) if digits else []
             if not any(step is not None and metrics for step, metrics, _ in recs):
                 self.stats.skip(skips.SCRIPT, line)
                 return
             flt.in_script = False  # a stepped record: the log proper begins
         else:
-            recs = self.parser(line, self.units)
+            recs = self.parser(line, self.units) if digits else []
         parsed = bool(recs)
         recs = self._context(recs, line)
         key = flt.setting_key(line, recs)
@@ -115,10 +130,23 @@ class _LineState:
             add = self.sink.add_record
             for step, metrics, source in recs:
                 add(step, metrics, source)
-        elif not parsed and has_digit(line):
+        elif not parsed and digits:
             self.stats.skip(skips.PROGRESS if _TQDM.search(line) else skips.NO_METRIC, line)
         if self.engine is not None:
             self.engine.observe(line)
+
+    def redraws(self, line: str) -> None:
+        """A physical line made only of progress-bar redraws: its first redraw may give the step of
+        records printed before it, its last one is the step context for what follows."""
+        frames = [f for f in line.split("\r") if f.strip()]
+        recs: list[Record] = []
+        for frame in (frames[0], frames[-1]) if len(frames) > 1 else frames:
+            m = _TQDM.search(frame)
+            if m is not None:
+                recs.append((float(m.group(1)), {}, f"tqdm position/{m.group(2)}"))
+        for step, metrics, source in self._context(recs, line):
+            self.sink.add_record(step, metrics, source)  # records held for this bar's step
+        self.stats.skip(skips.PROGRESS, count=max(0, len(frames) - len(recs)))
 
     def _context(self, recs: list[Record], line: str) -> list[Record]:
         """Records that set context rather than being records themselves: a bare progress bar
@@ -255,13 +283,17 @@ class _Sink(BlockSink):
         self.positional = set()
 
 
+# `iteration 100/`, `step=10`, `step 100:`, `global_step=5`, `iter 3:`, llm.c's `s:120`
+_QUICK_STEP = re.compile(r"(?:\biteration\s+|\b(?:global_)?step\s*[=:]?\s*|\biter\s+|^s:)(\d+)\b")
+
+
 class _StepsBefore:
     """The step of the nearest line before a position in a block that has one (an error line's
     step: the last step logged before it). Each line is parsed at most once per block, so runs of
     error or overflow lines cost no more than the lines themselves."""
 
-    def __init__(self, text: str, parser: LineParser) -> None:
-        self.text, self.parser = text, parser
+    def __init__(self, text: str, parser: LineParser, quick: bool = True) -> None:
+        self.text, self.parser, self.quick = text, parser, quick
         self.line_step: dict[int, float | None] = {}  # line start -> its own step (or None)
 
     def lazy(self, pos: int, fallback: float | None) -> Callable[[], float | None]:
@@ -276,8 +308,12 @@ class _StepsBefore:
             if start not in self.line_step:
                 line = text[start : end - 1] if end - 1 > start else ""
                 found = None
-                if has_digit(line):
-                    found = next((st for st, _m, _s in self.parser(line) if st is not None), None)
+                if has_digit(line) and not has_trigger(line):  # error and overflow lines carry no step
+                    m = _QUICK_STEP.search(line) if self.quick else None
+                    if m is not None:  # the usual step spellings, without parsing the whole line
+                        found = float(m.group(1))
+                    else:
+                        found = next((st for st, _m, _s in self.parser(line) if st is not None), None)
                 self.line_step[start] = found
             if self.line_step[start] is not None:
                 return self.line_step[start]
@@ -300,8 +336,12 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
             # Templates never take a line with an error word, so error lines are all here; their
             # line numbers are found in the block only when one turns up.
             find_from, counted_to, counted = 0, 0, 0
-            steps_before = _StepsBefore(text, parser)
+            steps_before = _StepsBefore(text, parser, quick=not ctx.step_key)
             for line in rest.split("\n")[:-1]:
+                if line[:1] == "\r" and _redraws_only(line):
+                    state.redraws(line)  # a line of progress-bar redraws: only its bars' positions
+                    continue
+                kind = None
                 if has_trigger(line):
                     pos = text.find(line, find_from)
                     if pos >= 0:
@@ -309,13 +349,16 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
                         counted_to = find_from = pos
                         find_from = pos + len(line)
                     fallback = ctx.collector.last_step
-                    scanner.scan(line, line_no + counted, steps_before.lazy(pos, fallback))
-                state.feed(line)
+                    kind = scanner.scan(line, line_no + counted, steps_before.lazy(pos, fallback))
+                state.feed(line, kind)
         line_no += text.count("\n")
         sink.flush_block()
         if engine.silent:  # lines a template took that hold no metric
             ctx.stats.skip(skips.NO_METRIC, count=engine.silent)
             engine.silent = 0
+        if engine.bars:
+            ctx.stats.skip(skips.PROGRESS, count=engine.bars)
+            engine.bars = 0
     state.flush()
     sink.flush_block()
     ctx.stats.long_lines_skipped += state.long_lines
