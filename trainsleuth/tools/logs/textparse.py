@@ -22,7 +22,7 @@ Units: TypeAlias = "dict[str, str] | None"
 _RANK_PREFIX = re.compile(
     r"^\s*(?:\[(?:default|rank|Rank|RANK)\s*\d+\]\s*:?|\[\s*\d+\]\s*:|\d+\s*:|rank\s*\d+\s*:)\s*"
 )
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|[\x08\x07]+")
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|[()][A-Z0-9])")  # starts with a literal: fast to scan for
 # `[12]\ttraining's multi_logloss: 0.4` (LightGBM, XGBoost): a boosting round at the start of the line
 has_digit = re.compile(r"\d").search  # far faster than looping over characters
 _COUNTER = re.compile(r"^\s*\d+/\d+\b")  # a batch counter opening a progress frame (`22/44 ━━━ ...`)
@@ -101,8 +101,10 @@ def clean_line(line: str) -> str:
     if not line:
         return ""
     s = line.strip()
-    if "\x1b" in s or "\x08" in s or "\x07" in s:
+    if "\x1b" in s:
         s = _ANSI.sub("", s).strip()
+    if "\x08" in s or "\x07" in s:  # backspaces and bells (Keras progress bars)
+        s = s.replace("\x08", "").replace("\x07", "").strip()
     if s.startswith(">"):
         s = _QUOTE_PREFIX.sub("", s)
     if s.startswith("[") or s[:1].isdigit() or s.startswith("rank"):
@@ -470,7 +472,7 @@ def _parse_frame(s: str, units: Units) -> list[Record]:
         recs = parse_tqdm(s, units)
         if recs or _TQDM.search(s):
             return recs
-    if _WARNING.search(s):
+    if ("arn" in s or "ARN" in s) and _WARNING.search(s):
         return []  # warnings quote numbers (`best gain: -inf`), metrics are logged at info level
     c = s[0]
     if c == "|" and s.endswith("|"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -66,6 +67,15 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
     glob_med, glob_sig = shorth(vals)
     acc_s: list[float] = []
     acc_v: list[float] = []
+    # acc_d[j]: |acc_v[j] - acc_v[j - 1]| when the two are neighbours in steps, else None
+    acc_d: list[float | None] = []
+    close = 3 * spacing
+
+    def accept(st: float, v: float) -> None:
+        acc_d.append(abs(v - acc_v[-1]) if acc_v and st - acc_s[-1] <= close else None)
+        acc_s.append(st)
+        acc_v.append(v)
+
     flags = [False] * n
     info: list[tuple[float, float, float] | None] = [None] * n
     warm = n >= 50
@@ -73,18 +83,12 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
     for i, v in enumerate(vals):
         st = steps[i]
         if warm and len(acc_v) < MIN_HISTORY:
-            acc_s.append(st)
-            acc_v.append(v)  # not enough history yet (warmup): no baseline
+            accept(st, v)  # not enough history yet (warmup): no baseline
             continue
-        k = len(acc_v)
-        while k > 0 and k > len(acc_v) - 2 * WINDOW and st - acc_s[k - 1] <= near:
-            k -= 1
+        # the accepted points within `near` steps, at most 2 * WINDOW of them (steps are sorted)
+        k = bisect_left(acc_s, st - near, max(0, len(acc_v) - 2 * WINDOW))
         local = acc_v[k:]
-        diffs = [
-            abs(acc_v[j] - acc_v[j - 1])
-            for j in range(max(1, k), len(acc_v))
-            if acc_s[j] - acc_s[j - 1] <= 3 * spacing
-        ]
+        diffs = [d for d in acc_d[max(1, k) :] if d is not None]
         few = len(diffs) < 5  # too few neighbouring differences to trust a noise level
         if len(diffs) >= (3 if warm else 1):
             sig = 1.4826 * median(diffs) / math.sqrt(2)
@@ -108,8 +112,7 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
             base, sig = glob_med, glob_sig
         if kind == "grad_norm":
             if base <= 0:
-                acc_s.append(st)
-                acc_v.append(v)
+                accept(st, v)
                 continue
             thr = max(base * GRAD_FACTOR, base + GRAD_K * sig, base + 10 * resolution)
         else:
@@ -123,8 +126,7 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
             flags[i] = True
             info[i] = (base, sig, thr)
         else:
-            acc_s.append(st)
-            acc_v.append(v)
+            accept(st, v)
     spikes: list[Spike] = []
     i = 0
     while i < n:

@@ -17,6 +17,7 @@ from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngin
 from trainsleuth.tools.logs.skips import LineFilter
 from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, ReadStats, iter_blocks
 from trainsleuth.tools.logs.textparse import (
+    _BAR_POS,
     _MEGATRON,
     _TQDM,
     LINE_PARSERS,
@@ -24,20 +25,19 @@ from trainsleuth.tools.logs.textparse import (
     bar_total,
     clean_line,
     has_digit,
+    parse_dict_line,
     parse_megatron,
     pick_step,
     with_step_key,
 )
 
+_NOT_REDRAW = re.compile(r"[{=]|: ")
+
 
 def _redraws_only(line: str) -> bool:
     """A line of tqdm redraws and nothing else (no postfix values, no dict between the frames)."""
     return (
-        "%|" in line
-        and "{" not in line
-        and "=" not in line
-        and ": " not in line
-        and ("it/s]" in line or "s/it]" in line)
+        line.endswith(("it/s]", "s/it]", "it/s]\x1b[A", "s/it]\x1b[A")) and _NOT_REDRAW.search(line) is None
     )
 
 
@@ -135,18 +135,49 @@ class _LineState:
         if self.engine is not None:
             self.engine.observe(line)
 
+    def bars_then_dict(self, line: str) -> bool:
+        """The HF Trainer's line: tqdm redraws, then the dict it logged (`\r 2%|..| 10/600 [..]\r
+        \r{'loss': 4.03, ...}`). Read straight (only the first and last redraws matter); returns
+        False, reading nothing, for any line of another shape."""
+        j = line.rfind("\r{")
+        if j <= 0 or not line.endswith("}") or self.pending is not None or self.filter.in_script:
+            return False
+        head = line[:j]
+        if _NOT_REDRAW.search(head):
+            return False
+        dict_recs = parse_dict_line(line[j + 1 :])
+        if not dict_recs:
+            return False
+        recs: list[Record] = []
+        second = head.find("\r", 1)
+        first = head[1:second] if second > 0 else head[1:]
+        m = _BAR_POS.search(first)
+        if m is not None:
+            recs.append((float(m.group(1)), {}, f"tqdm position/{m.group(2)}"))
+        k = head.rfind("%|")
+        if second > 0 and k > second:
+            end = head.find("\r", k)
+            m = _BAR_POS.search(head, k, end if end >= 0 else len(head))
+            if m is not None:
+                recs.append((float(m.group(1)), {}, f"tqdm position/{m.group(2)}"))
+        for step, metrics, source in self._context(recs + dict_recs, line):
+            self.sink.add_record(step, metrics, source)
+        return True
+
     def redraws(self, line: str) -> None:
         """A physical line made only of progress-bar redraws: its first redraw may give the step of
         records printed before it, its last one is the step context for what follows."""
-        frames = [f for f in line.split("\r") if f.strip()]
+        second = line.find("\r", 1)
+        first_frame = line[1:second] if second > 0 else line[1:]
+        last_frame = line[line.rfind("\r") + 1 :]
         recs: list[Record] = []
-        for frame in (frames[0], frames[-1]) if len(frames) > 1 else frames:
-            m = _TQDM.search(frame)
+        for frame in (first_frame, last_frame) if second > 0 else (first_frame,):
+            m = _BAR_POS.search(frame)
             if m is not None:
                 recs.append((float(m.group(1)), {}, f"tqdm position/{m.group(2)}"))
         for step, metrics, source in self._context(recs, line):
             self.sink.add_record(step, metrics, source)  # records held for this bar's step
-        self.stats.skip(skips.PROGRESS, count=max(0, len(frames) - len(recs)))
+        self.stats.skip(skips.PROGRESS, count=max(0, line.count("\r") - len(recs)))
 
     def _context(self, recs: list[Record], line: str) -> list[Record]:
         """Records that set context rather than being records themselves: a bare progress bar
@@ -338,9 +369,12 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
             find_from, counted_to, counted = 0, 0, 0
             steps_before = _StepsBefore(text, parser, quick=not ctx.step_key)
             for line in rest.split("\n")[:-1]:
-                if line[:1] == "\r" and _redraws_only(line):
-                    state.redraws(line)  # a line of progress-bar redraws: only its bars' positions
-                    continue
+                if line[:1] == "\r" and not ctx.step_key:
+                    if _redraws_only(line):
+                        state.redraws(line)  # a line of progress-bar redraws: only its bars' positions
+                        continue
+                    if state.bars_then_dict(line):
+                        continue
                 kind = None
                 if has_trigger(line):
                     pos = text.find(line, find_from)
