@@ -30,7 +30,10 @@ class Source:
 SOURCES = (
     Source(
         "megatron-deepspeed",
-        tuple(SHARED / "bloom" / n for n in ("tr11-176B-ml.log", "tr8-104B-wide.log", "tr8b-104B.log", "tr1-13B-base.log")),
+        tuple(
+            SHARED / "bloom" / n
+            for n in ("tr11-176B-ml.log", "tr8-104B-wide.log", "tr8b-104B.log", "tr1-13B-base.log")
+        ),
         (r"(iteration\s+)(\d+)", r"(at iteration )(\d+)"),
         origin="BigScience BLOOM chronicles (Apache-2.0)",
     ),
@@ -124,7 +127,10 @@ def build(folder: Path, total: int) -> dict[str, Path]:
     each = total // len(SOURCES)
     out = {}
     for i, src in enumerate(SOURCES):
-        path = folder / f"{i}-{re.sub(r'[^a-z0-9]+', '-', src.name.lower())}{'.csv' if src.csv_step_column else '.log'}"
+        path = (
+            folder
+            / f"{i}-{re.sub(r'[^a-z0-9]+', '-', src.name.lower())}{'.csv' if src.csv_step_column else '.log'}"
+        )
         (_repeat_csv if src.csv_step_column else _repeat_text)(src, path, each)
         out[src.name] = path
     return out

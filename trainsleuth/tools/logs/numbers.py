@@ -32,11 +32,14 @@ _MULTIPLIER = {"k": 1e3, "K": 1e3, "M": 1e6}
 def to_float(text: Any) -> float | None:
     """A number from a JSON/CSV/text value: None when it is not one (nan and inf are numbers).
     A trailing `%` and thousands separators (`47,831`) are allowed."""
-    if isinstance(text, bool):
+    if type(text) is str:  # the common case first: a plain number
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    elif isinstance(text, (int, float)):  # bool included
         return float(text)
-    if isinstance(text, (int, float)):
-        return float(text)
-    if not isinstance(text, str):
+    else:
         return None
     t = text.strip().rstrip("%").rstrip()
     if not t or len(t) > 64:

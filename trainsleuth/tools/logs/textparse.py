@@ -238,11 +238,14 @@ def parse_megatron(s: str, units: Units = None) -> list[Record]:
         if ":" not in part:
             continue
         key, _, val = part.rpartition(":")
-        key = " ".join(key.split())
-        if not key or len(key) > 80:
+        words = val.split()
+        if not words:
             continue
-        v = to_float(val.split()[0]) if val.split() else None
-        if v is not None:
+        v = to_float(words[0])
+        if v is None:
+            continue
+        key = " ".join(key.split())
+        if key and len(key) <= 80:
             metrics[prefix + key] = v
     return [(step, metrics, "iteration")] if metrics else []
 

@@ -361,7 +361,10 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
     state = _LineState(parser, fmt in ("auto", "megatron"), sink, engine, ctx.stats)
     scanner = ctx.errors
     line_no = 1
+    counted_lines = ctx.stats.lines  # `decode` counts each block's lines as it yields it
     for text in iter_blocks(path, ctx, size):
+        block_lines = ctx.stats.lines - counted_lines
+        counted_lines = ctx.stats.lines
         rest = engine.consume(text, sink) if engine.active else text
         if rest:
             # Templates never take a line with an error word, so error lines are all here; their
@@ -385,7 +388,7 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
                     fallback = ctx.collector.last_step
                     kind = scanner.scan(line, line_no + counted, steps_before.lazy(pos, fallback))
                 state.feed(line, kind)
-        line_no += text.count("\n")
+        line_no += block_lines
         sink.flush_block()
         if engine.silent:  # lines a template took that hold no metric
             ctx.stats.skip(skips.NO_METRIC, count=engine.silent)
