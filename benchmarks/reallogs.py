@@ -88,8 +88,9 @@ def _repeat_text(src: Source, path: Path, size: int) -> int:
         while written < size:
             chunk = text
             if rep:
+                shift = rep * period
                 for p in patterns:
-                    chunk = p.sub(lambda m: m.group(1) + str(int(m.group(2)) + rep * period), chunk)
+                    chunk = p.sub(lambda m, shift=shift: m.group(1) + str(int(m.group(2)) + shift), chunk)
             out.write(chunk)
             written += len(chunk)
             rep += 1
@@ -118,6 +119,39 @@ def _repeat_csv(src: Source, path: Path, size: int) -> int:
             out.write(chunk)
             written += len(chunk)
             rep += 1
+    return written
+
+
+def mixed(path: Path, total: int, chunk: int = 1 << 20) -> int:
+    """One text log of about `total` bytes: the text sources in turn, about `chunk` bytes of each
+    at a time, every source's steps continuing where its last chunk stopped (a memory test: a
+    log far larger than anything kept in memory)."""
+    texts = []
+    for src in SOURCES:
+        if src.csv_step_column:
+            continue
+        text = "".join(
+            f.open(encoding="utf-8", errors="surrogateescape", newline="").read() for f in src.files
+        )
+        patterns = [re.compile(p, re.M) for p in src.steps]
+        top = max((int(m.group(2)) for p in patterns for m in p.finditer(text)), default=0)
+        texts.append([text, patterns, top + 1, 0])
+    written = 0
+    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
+        while written < total:
+            for entry in texts:
+                text, patterns, period, rep = entry
+                size = 0
+                while size < chunk:
+                    piece = text
+                    shift = rep * period
+                    for p in patterns:
+                        piece = p.sub(lambda m, shift=shift: m.group(1) + str(int(m.group(2)) + shift), piece)
+                    out.write(piece)
+                    size += len(piece)
+                    rep += 1
+                entry[3] = rep
+                written += size
     return written
 
 

@@ -151,6 +151,12 @@ def build_report(path: Path, collector: Collector, errors: ErrorScanner, stats: 
             "No metrics found: no line of this log holds a recognisable metric record (loss, lr, grad norm, ...). "
             "Only error lines were looked for.",
         )
+    capped = [s.name for s in series if s.segments_capped]
+    if capped:
+        report.notes.append(
+            f"the steps of {', '.join(capped[:3])} go backwards more than 1000 times (many runs or excerpts "
+            "interleaved): the later restarts are not told apart"
+        )
     main = _main_series(understanding, series)
     if main is not None and len(main.segments) > 1:
         report.segments = [SegmentInfo(**seg.as_dict()) for seg in main.segments[:100]]

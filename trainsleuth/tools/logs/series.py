@@ -16,6 +16,9 @@ from trainsleuth.tools.logs.numbers import decimals
 
 # Points kept per series before buckets start to merge (the analysis resolution).
 DEFAULT_CAPACITY = 4096
+# Segments (runs whose steps never go backwards) kept apart; beyond, backward steps join the last
+# one (a paste of thousands of excerpts, or logs of different runs interleaved): memory stays bounded.
+MAX_SEGMENTS = 1000
 _CHUNK = 16384
 
 
@@ -133,6 +136,7 @@ class Series:
         self.last_raw: tuple[float, float] | None = None  # (step, value) at the highest step, NaN kept
         self.first_raw: tuple[float, float] | None = None  # the first record in the log, NaN kept
         self.decimals: int | None = 0  # places the values are rounded to (None: not rounded)
+        self.segments_capped = False  # more than MAX_SEGMENTS restarts
         self.step_from_position = False
         self._steps: list[float] = []
         self._values: list[float] = []
@@ -179,9 +183,13 @@ class Series:
             st, v = steps[a:b], values[a:b]
             first = float(st[0])
             if not self.segments or first < self.segments[-1].last_step:
-                self._close_open()
-                self.segments.append(Segment(first, first))
+                if len(self.segments) < MAX_SEGMENTS:
+                    self._close_open()
+                    self.segments.append(Segment(first, first))
+                else:  # past MAX_SEGMENTS restarts the steps are no timeline: later ones join the last
+                    self.segments_capped = True
             seg = self.segments[-1]
+            seg.first_step = min(seg.first_step, first)
             seg.last_step = float(st[-1])
             seg.points += b - a
             if not all_finite(v):
@@ -292,10 +300,12 @@ class Series:
         bounds = np.concatenate(([0], np.flatnonzero(seg[1:] != seg[:-1]) + 1, [len(seg)]))
         counts = np.diff(bounds)  # buckets per segment (runs of equal seg)
         levels = 0
+        largest = int(counts.max()) if len(counts) else 1
         while True:
             levels += 1
             factor = 1 << levels
-            if int((-(-counts // factor)).sum()) + incoming / (self.width * factor) <= self.capacity:
+            fits = int((-(-counts // factor)).sum()) + incoming / (self.width * factor) <= self.capacity
+            if fits or factor >= 2 * largest:  # one bucket per segment is as far as merging goes
                 return levels
 
     def _merge(self, levels: int) -> None:
