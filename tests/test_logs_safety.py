@@ -110,3 +110,30 @@ def test_cli_roles_and_help_document_exit_codes(tmp_path: Path) -> None:
     assert usage.returncode == 3 and "ROLE=KEY" in usage.stderr
     helptext = _cli("logs", "analyze", "--help").stdout
     assert "4  not understood" in helptext and "--role ROLE=KEY" in helptext
+
+
+def test_client_fail_on_does_not_pass_a_log_that_was_not_understood(tmp_path: Path) -> None:
+    (tmp_path / "empty.log").write_text("")
+    (tmp_path / "train.log").write_text(LOG)
+    bad = _cli(
+        "client",
+        "call",
+        "analyze_training_log",
+        "--arg",
+        "path=empty.log",
+        "--fail-on",
+        "warning",
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 1 and "verdict not_understood" in bad.stdout + bad.stderr
+    ok = _cli(
+        "client",
+        "call",
+        "analyze_training_log",
+        "--arg",
+        "path=train.log",
+        "--fail-on",
+        "warning",
+        cwd=tmp_path,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
