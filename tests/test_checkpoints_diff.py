@@ -110,9 +110,9 @@ async def test_prefixes_are_explained(workspace: Path) -> None:
     assert ddp["matched"] == len(sd) and ddp["values_identical"] == len(sd)
     # a nested {'model': sd} checkpoint against a torch.compile'd model's state dict: both explained
     both = _ok(await _diff(workspace, {"a": "nested.pt", "b": "compiled.pt"}))
-    notes = {n["prefix"]: n for n in both["prefix_notes"]}
-    assert notes["model."]["side"] == "a"
-    assert notes["_orig_mod."]["side"] == "b" and notes["_orig_mod."]["cause"] == "torch.compile"
+    assert both["container_a"] == "nested checkpoint, weights at ['model']; also epoch: 3"
+    [note] = both["prefix_notes"]
+    assert note["prefix"] == "_orig_mod." and note["side"] == "b" and note["cause"] == "torch.compile"
     assert both["matched"] == len(sd) and both["values_identical"] == len(sd)
     assert both["non_tensor_differences"] == {"epoch": ["3", None]}
 
@@ -204,6 +204,9 @@ async def test_bad_inputs(workspace: Path, tmp_path: Path) -> None:
     assert r.is_error and "does not exist" in r.content[0].text
     r = await _diff(workspace, {"a": "notes.txt", "b": "a.pt"})
     assert r.is_error and "neither a torch.save file nor a safetensors file" in r.content[0].text
+    (workspace / "empty_folder").mkdir()
+    r = await _diff(workspace, {"a": "empty_folder", "b": "a.pt"})
+    assert r.is_error and "folder without model weights" in r.content[0].text
 
 
 @pytest.mark.anyio
@@ -227,3 +230,106 @@ async def test_result_is_stored_as_evidence_on_an_investigation(workspace: Path)
         assert data["evidence_id"] in timeline.content[0].text or data["evidence_id"] in str(
             timeline.structured_content
         )
+
+
+@pytest.mark.anyio
+async def test_nested_checkpoint_with_optimizer_against_the_model(workspace: Path) -> None:
+    """issue 22: {'model': DDP state dict, 'optimizer': ..., 'epoch'} against the model it should resume."""
+    (workspace / "model.py").write_text(MODEL_FILE)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.randn(4, 4)).sum().backward()
+    opt.step()
+    sd = {f"module.{k}": v for k, v in model.state_dict().items()}
+    torch.save({"model": sd, "optimizer": opt.state_dict(), "epoch": 3}, workspace / "resume.pt")
+    result = await _diff(workspace, {"a": "resume.pt", "entrypoint": "model.py:entry"})
+    data = _ok(result)
+    assert data["container_a"].startswith(
+        "nested checkpoint, weights at ['model']; also optimizer: 18 tensors, epoch: 3"
+    )
+    assert data["matched"] == 9 and data["prefix_notes"][0]["prefix"] == "module."
+    strict = data["strict_false"]
+    assert (strict["restored"], strict["model_tensors"], strict["missing"], strict["as_saved"]) == (
+        0,
+        9,
+        9,
+        0,
+    )
+    assert (
+        "differ only by prefix" in strict["message"]
+        and "consume_prefix_in_state_dict_if_present" in strict["message"]
+    )
+    assert (
+        "strict=False: load_state_dict(checkpoint['model'], strict=False) would restore 0 of 9"
+        in result.content[0].text
+    )
+    # the values are the trained ones: the model of the entrypoint is the untrained start
+    assert data["n_value_differences"] >= 4
+
+
+@pytest.mark.anyio
+async def test_lightning_checkpoint_and_partial_restore(workspace: Path) -> None:
+    (workspace / "model.py").write_text(MODEL_FILE)
+    sd = _state_dict()
+    lightning = {
+        "state_dict": {f"net.{k}": v for k, v in sd.items()},
+        "optimizer_states": [{"state": {}, "param_groups": [{"lr": 0.1, "params": [0, 1]}]}],
+        "lr_schedulers": [],
+        "pytorch-lightning_version": "2.4.0",
+        "epoch": 1,
+        "global_step": 10,
+    }
+    torch.save(lightning, workspace / "last.ckpt")
+    data = _ok(await _diff(workspace, {"a": "last.ckpt", "entrypoint": "model.py:entry"}))
+    assert data["container_a"].startswith("Lightning checkpoint, weights at ['state_dict']")
+    assert data["prefix_notes"][0]["prefix"] == "net." and data["matched"] == len(sd)
+    assert data["strict_false"]["restored"] == 0
+    # a plain state dict with one tensor missing and one reshaped: strict=False restores the rest, and raises
+    partial = dict(sd)
+    del partial["2.bias"]
+    partial["0.weight"] = torch.zeros(3, 4)
+    torch.save(partial, workspace / "partial.pt")
+    data = _ok(await _diff(workspace, {"a": "partial.pt", "entrypoint": "model.py:entry"}))
+    strict = data["strict_false"]
+    assert (strict["restored"], strict["missing"], strict["shape_errors"]) == (7, 1, ["0.weight"])
+    assert "1 keep their initial values (2.bias)" in strict["message"]
+    assert "1 shape mismatches raise even with strict=False" in strict["message"]
+
+
+@pytest.mark.anyio
+async def test_hugging_face_folders(workspace: Path) -> None:
+    """The folder layout transformers writes: config.json, sharded safetensors with an index, or pytorch_model.bin."""
+    import json
+
+    sd = _state_dict()
+    keys = list(sd)
+    sharded = workspace / "hf_sharded"
+    sharded.mkdir()
+    (sharded / "config.json").write_text(json.dumps({"model_type": "toy"}))
+    weight_map = {}
+    for i, chunk in enumerate((keys[:4], keys[4:]), 1):
+        name = f"model-0000{i}-of-00002.safetensors"
+        save_file({k: sd[k].contiguous() for k in chunk}, str(sharded / name))
+        weight_map.update({k: name for k in chunk})
+    (sharded / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
+    bin_folder = workspace / "hf_bin"
+    bin_folder.mkdir()
+    changed = {k: v.clone() for k, v in sd.items()}
+    changed["2.weight"] += 1.0
+    torch.save(changed, bin_folder / "pytorch_model.bin")
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(workspace / "flat.safetensors"))
+
+    def no_interpreter() -> Path:
+        raise AssertionError("safetensors on both sides must not need the user's interpreter")
+
+    report = diff_checkpoints(sharded, workspace / "flat.safetensors", python=no_interpreter, cwd=workspace)
+    assert report.identical and report.kind_a == "hf_folder" and report.matched == len(sd)
+    assert report.container_a == "Hugging Face folder (2 weight files, model_type toy)"
+    mixed = _ok(await _diff(workspace, {"a": "hf_sharded", "b": "hf_bin"}))
+    assert mixed["n_value_differences"] == 1 and mixed["value_differences"][0]["a"] == "2.weight"
+    (sharded / weight_map[keys[0]]).unlink()
+    broken = await _diff(workspace, {"a": "hf_sharded", "b": "hf_bin"})
+    assert broken.is_error and "missing" in broken.content[0].text

@@ -39,12 +39,33 @@ def _wait_for(paths: list[Path], proc: subprocess.Popen[bytes], timeout: float =
     raise AssertionError("the ranks never reached the hang")
 
 
+def _wait_for_record(
+    path: Path, needle: bytes, proc: subprocess.Popen[bytes], timeout: float = 120.0
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and needle in path.read_bytes():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the job exited early with {proc.returncode}")
+        time.sleep(0.2)
+    raise AssertionError(f"{path} never recorded {needle!r}")
+
+
 @pytest.mark.anyio
 async def test_hanging_job_with_a_skipped_barrier_is_diagnosed_and_ended(workspace: Path) -> None:
     shutil.copy(EXAMPLES / "hang_skip_barrier.py", workspace / "hang_skip_barrier.py")
     ready = workspace / "ready"
     ready.mkdir()
-    env = dict(os.environ, TS_HANG_READY_DIR=str(ready), TS_HANG_SECONDS="240", OMP_NUM_THREADS="1")
+    fr = workspace / "fr"
+    env = dict(
+        os.environ,
+        TS_HANG_READY_DIR=str(ready),
+        TS_HANG_SECONDS="240",
+        OMP_NUM_THREADS="1",
+        TORCH_FR_BUFFER_SIZE="200",
+        TS_FR_PREFIX=str(fr / "rank"),
+    )
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
     argv += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "hang_skip_barrier.py"]
     job = subprocess.Popen(
@@ -58,10 +79,17 @@ async def test_hanging_job_with_a_skipped_barrier_is_diagnosed_and_ended(workspa
     try:
         _wait_for([ready / "rank0.ready", ready / "rank1.ready"], job)
         rank_pids = {int((ready / f"rank{r}.ready").read_text()) for r in (0, 1)}
+        _wait_for_record(fr / "rank0", b"barrier", job)  # each rank rewrites its dump every second
         server, _ = build_server(ServerConfig(workspaces=[workspace]))
         async with Client(server) as client:
             result = await client.call_tool(
-                "dump_stacks", {"pattern": r"hang_skip_barrier\.py", "samples": 2, "interval_s": 0.5}
+                "dump_stacks",
+                {
+                    "pattern": r"hang_skip_barrier\.py",
+                    "samples": 2,
+                    "interval_s": 0.5,
+                    "flight_recorder": "fr",
+                },
             )
         assert not result.is_error, result.content[0].text
         data = result.structured_content
@@ -76,13 +104,29 @@ async def test_hanging_job_with_a_skipped_barrier_is_diagnosed_and_ended(workspa
         # three signatures: the torchrun agent, rank 0 in barrier, rank 1 in evaluate
         assert len(data["groups"]) == 3
         assert any(g["collective"] == "barrier" and g["ranks"] == [0] for g in data["groups"])
-        [finding] = data["findings"]
+        finding, recorded = data["findings"]  # from the stacks, then from the Flight Recorder
         assert finding["code"] == "collective_mismatch"
         assert finding["severity"] == "error"
         assert finding["evidence"]["by_rank"]["0"]["collective"] == "barrier"
         assert finding["evidence"]["by_rank"]["1"]["collective"] is None
         assert "never reached" in finding["message"]
         assert "collective_mismatch" in result.content[0].text
+        # the engine's own records, from real gloo dumps: rank 1 never entered barrier #2
+        assert (
+            recorded["code"] == "collective_mismatch" and recorded["evidence"]["source"] == "flight_recorder"
+        )
+        assert recorded["evidence"]["missing_ranks"] == [1] and recorded["evidence"]["seq"] == 2
+        assert recorded["evidence"]["collective"] == "barrier"
+        problem = data["flight_recorder"]["problem"]
+        assert problem["calls"][0]["call_site"].startswith("main (hang_skip_barrier.py:")
+        assert problem["elsewhere"]["1"].startswith("#1 all_reduce [[4]] (completed)")
+        side = data["side_by_side"]
+        assert side[0].startswith("rank 0: waits in barrier at main (hang_skip_barrier.py:")
+        assert "| #2 barrier" in side[0] and "(pending)" in side[0]
+        assert (
+            side[1].startswith("rank 1: in evaluate (hang_skip_barrier.py:") and "| #1 all_reduce" in side[1]
+        )
+        assert "stacks | Flight Recorder, per rank:" in result.content[0].text
     finally:
         kill_tree(job.pid)
         job.wait(timeout=30)

@@ -1,4 +1,4 @@
-"""Frozen weights that differ per rank: the "pretrained" backbone is loaded on rank 0 only, after
+"""Frozen parameters inside DDP that differ per rank: the "pretrained" backbone is loaded on rank 0 only, after
 DDP was constructed. DDP broadcasts parameters once, at construction, and never synchronises frozen
 weights again, so rank 1 keeps its random backbone for the whole run.
 """
@@ -40,3 +40,17 @@ def entry():
         "loss_fn": lambda m, b: nn.functional.mse_loss(m(b[0]), b[1]),
         "wrap_model": wrap_model,
     }
+
+
+def _load_then_wrap(model):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    with torch.no_grad():  # every rank, before the construction broadcast
+        model.backbone.weight.copy_(torch.full_like(model.backbone.weight, 0.05))
+    return DDP(model)
+
+
+def healthy():
+    out = entry()
+    out["wrap_model"] = _load_then_wrap
+    return out

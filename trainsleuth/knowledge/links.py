@@ -85,6 +85,19 @@ CODE_LINKS: dict[str, list[str]] = {
         "ddp-unused-parameters",
         "collective-timeout",
     ],
+    "rank_failed": [
+        "collective-timeout",
+        "ddp-unused-parameters",
+        "rank-only-collective",
+        "out-of-memory",
+    ],
+    "job_hung": [
+        "rank-only-collective",
+        "barrier-mismatch",
+        "collective-timeout",
+        "straggler-rank",
+        "dataloader-deadlock",
+    ],
     # ----------------------------------------------------------------- training-log analysis
     "nonfinite_metric": [
         "fp16-overflow",

@@ -54,7 +54,11 @@ LOG_CODES: frozenset[str] = frozenset(
 )
 
 # Codes added beyond the spec's tables (allowed: "add new codes freely") are listed here.
-EXTRA_CODES: set[str] = set()
+EXTRA_CODES: set[str] = {
+    # check_distributed (issue 19): a rank that died or raised, and a job that stopped making progress
+    "rank_failed",
+    "job_hung",
+}
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 

@@ -62,6 +62,12 @@ class CheckDistributedInput(AnalysisInput):
     )
     python: str | None = Field(default=None, description=PYTHON_DESCRIPTION)
     timeout_s: float = Field(default=300.0, gt=0, le=3600, description="kill the whole job after this")
+    hang_s: float = Field(
+        default=90.0,
+        ge=3,
+        le=3600,
+        description="no rank making progress this long counts as a hang: stacks and Flight Recorder are read, job ended",
+    )
 
 
 class ComparePrecisionInput(AnalysisInput):
@@ -95,11 +101,19 @@ class DumpStacksInput(AnalysisInput):
     )
     interval_s: float = Field(default=1.0, ge=0.1, le=30)
     timeout_s: float = Field(default=30.0, gt=0, le=600, description="per py-spy dump")
+    flight_recorder: ExistingPath | None = Field(
+        default=None,
+        description="folder of Flight Recorder dumps (<prefix><rank>, from TORCH_FR_DUMP_TEMP_FILE) or one rank's dump: "
+        "matched across ranks beside the stacks; alone, for a job that already ended",
+    )
 
 
 class DiffCheckpointsInput(AnalysisInput):
-    a: ExistingPath = Field(description="a checkpoint: torch.save file (.pt/.pth/.bin) or .safetensors")
-    b: ExistingPath | None = Field(default=None, description="the checkpoint to compare with")
+    a: ExistingPath = Field(
+        description="a checkpoint: torch.save file (nested dicts and Lightning files too), .safetensors, or a "
+        "Hugging Face model folder"
+    )
+    b: ExistingPath | None = Field(default=None, description="the checkpoint to compare with (same forms)")
     entrypoint: Entrypoint | None = Field(
         default=None, description="instead of b: compare a with this entrypoint's model.state_dict()"
     )
@@ -156,6 +170,7 @@ def _fail(exc: AnalysisError) -> ToolFailure:
 
 def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> CheckDistributedOutput:
     from trainsleuth.tools.distributed.check import check_distributed
+    from trainsleuth.tools.distributed.stacks import find_py_spy
 
     entry = args.entrypoint
     python = call.ctx.interpreter(args.python)
@@ -171,6 +186,8 @@ def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> Check
             rtol=args.rtol,
             rank_rtol=args.rank_rtol,
             timeout_s=args.timeout_s,
+            hang_s=args.hang_s,
+            py_spy=find_py_spy(),
             cancel_event=call.cancel_event,
         )
     except AnalysisError as exc:
@@ -215,6 +232,7 @@ def dump_stacks_tool(args: DumpStacksInput, call: ToolCall) -> DumpStacksOutput:
             samples=args.samples,
             interval_s=args.interval_s,
             timeout_s=args.timeout_s,
+            flight_recorder=Path(args.flight_recorder) if args.flight_recorder else None,
             cancel_event=call.cancel_event,
         )
     except AnalysisError as exc:
@@ -276,11 +294,10 @@ def register(registry: ToolRegistry) -> None:
         input_model=CheckDistributedInput,
         output_model=CheckDistributedOutput,
         description=(
-            "Run the entrypoint under torchrun with N ranks (gloo on CPU, NCCL on GPUs) and check that ranks agree: "
-            "parameters, frozen parameters and buffers (BatchNorm statistics) identical across ranks, gradients "
-            "all-reduced, no parameter left without a gradient (DDP unused parameters), and step 1 matching a "
-            "single process on the same global batch. Reports rank_divergence / no_gradient findings. The "
-            "entrypoint may return 'wrap_model' to wrap the model itself (DDP/FSDP); default: DDP."
+            "Run the entrypoint on N ranks (gloo on CPU, NCCL on GPUs), wrapped as its 'wrap_model' does (default DDP), "
+            "and compare parameters, buffers, state outside the model, gradients and losses across ranks before "
+            "wrapping and at every step, and against one process. A rank that crashes or hangs is reported with "
+            "its stack, log and Flight Recorder records; use it in the evidence phase for multi-GPU-only bugs."
         ),
         title="Check distributed",
         read_only=False,
@@ -312,9 +329,9 @@ def register(registry: ToolRegistry) -> None:
         input_model=DumpStacksInput,
         output_model=DumpStacksOutput,
         description=(
-            "py-spy stack dumps of given pids, or of every process of a job whose command line matches a pattern "
-            "(inside the workspace), taken in parallel; stacks grouped by signature; collective_mismatch when "
-            "ranks wait in a collective others never reached or in different ones (a hang). Needs ptrace."
+            "py-spy stack dumps of given pids or of every process of a job matching a pattern, grouped by "
+            "signature, beside the job's PyTorch Flight Recorder dumps matched across ranks when given. Reports "
+            "collective_mismatch when ranks wait in different collectives or one never reached it (a hang)."
         ),
         title="Dump stacks",
         read_only=True,
@@ -329,10 +346,10 @@ def register(registry: ToolRegistry) -> None:
         input_model=DiffCheckpointsInput,
         output_model=DiffCheckpointsOutput,
         description=(
-            "Compare two checkpoints (torch.save state dicts, safetensors) or a checkpoint against an entrypoint's "
-            "model: missing/unexpected keys, shape and dtype mismatches, prefixes explained (module. from DDP, "
-            "_orig_mod. from torch.compile, FSDP), per-tensor value differences. Loads torch files with "
-            "weights_only=True only: a pickle that would run code is refused."
+            "Compare two checkpoints (torch.save, nested {'model': ..., 'optimizer': ...}, Lightning, safetensors, "
+            "Hugging Face folders) or one against an entrypoint's model: keys, prefixes explained (module., "
+            "_orig_mod.), shapes, dtypes, values, and what load_state_dict(strict=False) would really restore. "
+            "torch files load with weights_only=True: a pickle that would run code is refused."
         ),
         title="Diff checkpoints",
         read_only=False,

@@ -41,11 +41,33 @@ class ValueDifference(BaseModel):
     norm_b: float | str | None = None
 
 
+class StrictLoad(BaseModel):
+    """What `model.load_state_dict(checkpoint, strict=False)` really restores: exact keys only."""
+
+    restored: int = Field(description="tensors whose key and shape match: loaded")
+    model_tensors: int
+    missing: int = Field(description="model tensors the checkpoint lacks: they keep their initial values")
+    unexpected: int = Field(description="checkpoint keys the model does not have: silently ignored")
+    shape_errors: list[str] = Field(
+        default_factory=list, description="same key, other shape: raises even with strict=False"
+    )
+    as_saved: int | None = Field(
+        default=None,
+        description="restored when the file's top-level mapping is passed as is (nested checkpoints)",
+    )
+    message: str = ""
+
+
 class CheckpointDiff(BaseModel):
     a: str
     b: str
     kind_a: str
     kind_b: str
+    container_a: str | None = Field(
+        default=None, description="where the weights sit in a (nested, Lightning, HF folder)"
+    )
+    container_b: str | None = None
+    strict_false: StrictLoad | None = None
     identical: bool = Field(
         description="same keys and no prefix to explain, same shapes, dtypes and values (within rtol/atol)"
     )
@@ -77,6 +99,11 @@ class CheckpointDiff(BaseModel):
             f"diff_checkpoints: {head}: {self.a} ({self.kind_a}, {self.n_tensors_a} tensors) vs {self.b} "
             f"({self.kind_b}, {self.n_tensors_b} tensors); {self.matched} matched",
         ]
+        for side, text in (("a", self.container_a), ("b", self.container_b)):
+            if text:
+                lines.append(f"{side}: {text}")
+        if self.strict_false is not None:
+            lines.append(f"strict=False: {self.strict_false.message}")
         for p in self.prefix_notes:
             lines.append(f"prefix: {p.explanation}. Fix: {p.fix}")
         if self.only_in_a:
@@ -169,26 +196,48 @@ def _jsonable(x: float) -> float | str:
     return x
 
 
+def _safetensors_files(path: Path) -> tuple[list[Path], str | None]:
+    if path.is_dir():
+        files, text = ck.hf_weight_files(str(path))
+        return [Path(f) for f in files], text
+    return [path], None
+
+
+def _safetensors_side(
+    path: Path,
+) -> tuple[dict[str, tuple[Path, dict[str, Any], int]], dict[str, str], str | None]:
+    """key -> (file, header entry, data start) over every shard; metadata; folder description."""
+    files, text = _safetensors_files(path)
+    entries: dict[str, tuple[Path, dict[str, Any], int]] = {}
+    meta: dict[str, str] = {}
+    for f in files:
+        header, start, metadata = ck.read_safetensors_header(str(f))
+        for k, info in header.items():
+            entries[k] = (f, info, start)
+        meta.update({f"__metadata__.{k}": str(v)[:80] for k, v in metadata.items()})
+    return entries, meta, text
+
+
 def _safetensors_payload(a: Path, b: Path, rtol: float, atol: float) -> dict[str, Any]:
     import numpy as np
 
     try:
-        ha, sa, meta_a = ck.read_safetensors_header(str(a))
-        hb, sb, meta_b = ck.read_safetensors_header(str(b))
+        ha, meta_a, text_a = _safetensors_side(a)
+        hb, meta_b, text_b = _safetensors_side(b)
     except ck.CheckpointError as exc:
-        raise AnalysisError(exc.message, "pass a valid safetensors file") from None
-    ma = {k: (v["shape"], v["dtype"]) for k, v in ha.items()}
-    mb = {k: (v["shape"], v["dtype"]) for k, v in hb.items()}
+        raise AnalysisError(exc.message, "pass a valid safetensors file or Hugging Face folder") from None
+    ma = {k: (v[1]["shape"], v[1]["dtype"]) for k, v in ha.items()}
+    mb = {k: (v[1]["shape"], v[1]["dtype"]) for k, v in hb.items()}
     match = ck.match_keys(ma, mb)
     rows = []
     identical = close = compared = 0
     for ka, kb in match["pairs"]:
-        ia, ib = ha[ka], hb[kb]
+        (fa, ia, sa), (fb, ib, sb) = ha[ka], hb[kb]
         if ia["shape"] != ib["shape"]:
             continue
         compared += 1
-        xa = _np_array(a, ia, sa)
-        xb = _np_array(b, ib, sb)
+        xa = _np_array(fa, ia, sa)
+        xb = _np_array(fb, ib, sb)
         if xa.dtype == np.uint8 and (ia["raw_dtype"] not in ("U8",) or ib["raw_dtype"] not in ("U8",)):
             same = ia["raw_dtype"] == ib["raw_dtype"] and bool(np.array_equal(xa, xb))
             max_abs, rel = (0.0, 0.0) if same else (math.inf, math.inf)
@@ -211,12 +260,15 @@ def _safetensors_payload(a: Path, b: Path, rtol: float, atol: float) -> dict[str
             )
     rows.sort(key=lambda r: -(r["rel_diff"] if isinstance(r["rel_diff"], float) else math.inf))
     return {
-        "kind_a": "safetensors",
-        "kind_b": "safetensors",
+        "kind_a": "hf_folder" if text_a else "safetensors",
+        "kind_b": "hf_folder" if text_b else "safetensors",
+        "container_a": {"text": text_a, "path": []} if text_a else None,
+        "container_b": {"text": text_b, "path": []} if text_b else None,
+        "strict_false": ck.strict_false(ma, mb, "b"),
         "n_a": len(ma),
         "n_b": len(mb),
-        "non_tensor_a": {f"__metadata__.{k}": str(v)[:80] for k, v in meta_a.items()},
-        "non_tensor_b": {f"__metadata__.{k}": str(v)[:80] for k, v in meta_b.items()},
+        "non_tensor_a": meta_a,
+        "non_tensor_b": meta_b,
         "match": {k: v for k, v in match.items() if k != "pairs"},
         "n_pairs": len(match["pairs"]),
         "values": {
@@ -227,6 +279,42 @@ def _safetensors_payload(a: Path, b: Path, rtol: float, atol: float) -> dict[str
             "rows": rows,
         },
     }
+
+
+def strict_message(
+    strict: dict[str, Any],
+    prefix_notes: list[PrefixNote],
+    container_path: list[str],
+    matched_all: bool = False,
+) -> str:
+    """One sentence on what load_state_dict(strict=False) would restore, and why not more."""
+    target = strict.get("target") or "the model"
+    into = "of the model" if target == "the model" else "of a model shaped like b"
+    source = (
+        f"checkpoint[{']['.join(repr(p) for p in container_path)}]" if container_path else "the checkpoint"
+    )
+    text = f"load_state_dict({source}, strict=False) would restore {strict['restored']} of {strict['model_tensors']} tensors {into}"
+    if strict.get("as_saved") is not None:
+        text += f" (the file's top-level mapping as saved: {strict['as_saved']})"
+    if strict["missing"]:
+        examples = ", ".join(strict.get("missing_keys", [])[:3])
+        text += f"; {strict['missing']} keep their initial values ({examples}{', ...' if strict['missing'] > 3 else ''})"
+    if strict["unexpected"]:
+        text += f"; {strict['unexpected']} checkpoint keys are ignored"
+    if strict.get("shape_errors"):
+        text += f"; {len(strict['shape_errors'])} shape mismatches raise even with strict=False"
+    renames = [p for p in prefix_notes if p.prefix not in ("flat_param",)]
+    if strict["missing"] and renames:
+        fixes = "; ".join(f"{p.prefix!r} on {p.side}: {p.fix}" for p in renames)
+        how = "only by prefix" if matched_all else "by prefix"
+        text += f". The keys differ {how}, which strict=False does not fix: {fixes}"
+    elif (
+        strict["restored"] == strict["model_tensors"]
+        and not strict["unexpected"]
+        and not strict.get("shape_errors")
+    ):
+        text += ": everything"
+    return text
 
 
 # ---------------------------------------------------------------------------- entry point
@@ -268,6 +356,26 @@ def build_diff(
         atol=atol,
         b_is_model=model_side,
     )
+    strict = payload.get("strict_false")
+    if strict:
+        container = payload.get("container_a") or {}
+        out.strict_false = StrictLoad(
+            restored=strict["restored"],
+            model_tensors=strict["model_tensors"],
+            missing=strict["missing"],
+            unexpected=strict["unexpected"],
+            shape_errors=strict.get("shape_errors", []),
+            as_saved=strict.get("as_saved"),
+            message=strict_message(
+                strict,
+                out.prefix_notes,
+                list(container.get("path") or []),
+                matched_all=out.matched == out.n_tensors_b and not out.shape_mismatches,
+            ),
+        )
+    for side, container in (("a", payload.get("container_a")), ("b", payload.get("container_b"))):
+        if container and (container.get("path") or container.get("kind") != "flat state dict"):
+            setattr(out, f"container_{side}", container.get("text"))
     out.identical = not (
         out.only_in_a
         or out.only_in_b
@@ -289,6 +397,18 @@ def build_diff(
     return out
 
 
+def _all_safetensors(path: Path, kind: str) -> bool:
+    if kind == "safetensors":
+        return True
+    if kind != "directory":
+        return False
+    try:
+        files, _text = ck.hf_weight_files(str(path))
+    except ck.CheckpointError as exc:
+        raise AnalysisError(exc.message, "pass a model folder with its weights, or one weight file") from None
+    return all(ck.sniff(f) == "safetensors" for f in files)
+
+
 def diff_checkpoints(
     a: Path,
     b: Path | None,
@@ -308,7 +428,7 @@ def diff_checkpoints(
             "give exactly one of b (a second checkpoint) or entrypoint (a model)", "pass b or entrypoint"
         )
     for path in (a, b):
-        if path is not None and not path.is_file():
+        if path is not None and not (path.is_file() or path.is_dir()):
             raise AnalysisError(
                 f"{path} is not a file", "pass the path of a checkpoint file inside the workspace"
             )
@@ -318,13 +438,13 @@ def diff_checkpoints(
     except ck.CheckpointError as exc:
         raise AnalysisError(exc.message, "check the path and its permissions") from None
     for path, kind in ((a, kind_a), (b, kind_b)):
-        if kind in ("unknown", "directory"):
+        if kind == "unknown":
             raise AnalysisError(
                 f"{path} is neither a torch.save file nor a safetensors file (unknown leading bytes)",
-                "pass a torch.save state dict (.pt/.pth/.bin) or a .safetensors file",
+                "pass a torch.save state dict (.pt/.pth/.bin), a .safetensors file or a Hugging Face model folder",
             )
     b_label = str(b) if b is not None else f"model of {entrypoint}"
-    if kind_a == "safetensors" and kind_b == "safetensors" and b is not None:
+    if b is not None and _all_safetensors(a, kind_a) and _all_safetensors(b, kind_b):
         payload = _safetensors_payload(a, b, rtol, atol)
         return build_diff(payload, str(a), b_label, rtol, atol, model_side=False)
     args = ["--a", str(a), "--rtol", repr(rtol), "--atol", repr(atol), "--max-rows", str(MAX_ROWS)]

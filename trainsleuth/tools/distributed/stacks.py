@@ -25,7 +25,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from trainsleuth.knowledge.links import failure_modes_for
+from trainsleuth.tools.distributed import flight
 from trainsleuth.tools.distributed.errors import AnalysisError
+from trainsleuth.tools.distributed.flight import FlightRecorderReport
 from trainsleuth.tools.findings import Finding
 from trainsleuth.tools.process import run_process
 
@@ -138,6 +140,10 @@ class StacksReport(BaseModel):
     groups: list[StackGroup]
     samples: int
     interval_s: float
+    flight_recorder: FlightRecorderReport | None = None
+    side_by_side: list[str] = Field(
+        default_factory=list, description="per rank: where its stack waits | its last Flight Recorder record"
+    )
     findings: list[Finding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
@@ -156,6 +162,16 @@ class StacksReport(BaseModel):
         for p in self.processes:
             if p.error:
                 lines.append(f"pid {p.pid}: {p.error}")
+        if self.side_by_side:
+            lines.append("stacks | Flight Recorder, per rank:")
+            lines.extend(f"  {line}" for line in self.side_by_side)
+        if self.flight_recorder is not None:
+            fr = self.flight_recorder
+            lines.append(
+                f"Flight Recorder (format {fr.version}, dumps of ranks {fr.ranks}): {fr.matched} collective(s) "
+                f"matched" + (f"; {fr.problem.message}" if fr.problem else "; no mismatch in the records")
+            )
+            lines.extend(f"note: {n}" for n in fr.notes)
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 
@@ -385,10 +401,62 @@ def dump_stacks(
     samples: int = 2,
     interval_s: float = 1.0,
     timeout_s: float = 30.0,
+    flight_recorder: Path | None = None,
     cancel_event: threading.Event | None = None,
 ) -> StacksReport:
+    if not pids and not pattern and flight_recorder is None:
+        raise AnalysisError(
+            "give pids or a pattern (or a folder of Flight Recorder dumps)",
+            "pass pids=[...] or pattern='train.py', and flight_recorder= the dumps' folder if you have them",
+        )
+    fr = flight.analyse(flight.read_dumps(flight_recorder)) if flight_recorder is not None else None
     if not pids and not pattern:
-        raise AnalysisError("give pids or a pattern", "pass pids=[...] or pattern='train.py'")
+        assert fr is not None
+        report = StacksReport(processes=[], groups=[], samples=0, interval_s=interval_s, flight_recorder=fr)
+        report.side_by_side = [
+            f"rank {r}: no stack (no live process given) | {text}" for r, text in fr.last_by_rank.items()
+        ]
+        found = flight.finding(fr)
+        report.findings = [found] if found else []
+        return report
+    report = _dump_live(pids, pattern, workspaces, native, samples, interval_s, timeout_s, cancel_event)
+    if fr is not None:
+        report.flight_recorder = fr
+        found = flight.finding(fr)
+        if found:
+            report.findings.append(found)
+        report.side_by_side = side_by_side(report.processes, fr)
+    return report
+
+
+def side_by_side(processes: list[ProcessStacks], fr: FlightRecorderReport) -> list[str]:
+    """One line per rank: what its stack shows | what its Flight Recorder last recorded."""
+    lines = []
+    ranks = sorted({int(r) for r in fr.last_by_rank} | {p.rank for p in processes if p.rank is not None})
+    for r in ranks:
+        proc = next((p for p in processes if p.rank == r), None)
+        if proc is None:
+            stack = "no live process"
+        elif proc.error:
+            stack = f"no stack ({proc.error[:80]})"
+        elif proc.collective:
+            stack = f"waits in {proc.collective} at {proc.call_site}"
+        else:
+            stack = f"in {proc.where}"
+        lines.append(f"rank {r}: {stack} | {fr.last_by_rank.get(str(r), 'no record')}")
+    return lines
+
+
+def _dump_live(
+    pids: Sequence[int],
+    pattern: str | None,
+    workspaces: Sequence[Path],
+    native: bool,
+    samples: int,
+    interval_s: float,
+    timeout_s: float,
+    cancel_event: threading.Event | None,
+) -> StacksReport:
     py_spy = find_py_spy()
     if py_spy is None:
         raise AnalysisError(

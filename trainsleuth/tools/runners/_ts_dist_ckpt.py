@@ -64,7 +64,9 @@ class CheckpointError(Exception):
 
 
 def sniff(path):
-    """'safetensors', 'torch_zip', 'pickle' or 'unknown' from the first bytes."""
+    """'safetensors', 'torch_zip', 'pickle', 'directory' or 'unknown' from the first bytes."""
+    if os.path.isdir(path):
+        return "directory"
     try:
         with open(path, "rb") as fh:
             head = fh.read(9)
@@ -183,10 +185,13 @@ def match_keys(meta_a, meta_b, label_a="a", label_b="b"):
                         "prefix": prefix,
                         "cause": "nested checkpoint or wrapper attribute",
                         "explanation": (
-                            f"every key of {label} sits under {prefix!r} (a checkpoint like "
-                            f"{{'{prefix[:-1]}': state_dict, ...}} or a module kept as an attribute)"
+                            f"every key of {label} sits under {prefix!r}: the network kept as the attribute "
+                            f"{prefix[:-1]!r} of a wrapper (a LightningModule, an EMA or task wrapper)"
                         ),
-                        "fix": f"load checkpoint[{prefix[:-1]!r}] or strip the {prefix!r} prefix before load_state_dict",
+                        "fix": (
+                            f"strip {prefix!r} from the keys before load_state_dict, or load into the wrapper's "
+                            f".{prefix[:-1]}"
+                        ),
                     }
                 )
     normalized_overlap = len(set(norm_a) & set(norm_b))
@@ -251,3 +256,155 @@ def match_keys(meta_a, meta_b, label_a="a", label_b="b"):
         "dtype_mismatches": dtype_mismatches,
         "fsdp_flat": fsdp_flat,
     }
+
+
+# ---------------------------------------------------------------------------- nested checkpoints
+
+# Where training code puts the model's weights inside a checkpoint, most likely first.
+STATE_DICT_NAMES = (
+    "state_dict",
+    "model_state_dict",
+    "model",
+    "module",
+    "net",
+    "network",
+    "model_state",
+    "weights",
+    "params",
+    "ema",
+    "model_ema",
+    "ema_state_dict",
+)
+NOT_MODEL = ("optimizer", "optim", "opt", "scheduler", "lr_scheduler", "scaler", "grad_scaler", "amp", "rng")
+
+
+def describe_container(top_keys, path, other):
+    """A short sentence on what the checkpoint holds besides the weights."""
+    if "pytorch-lightning_version" in top_keys or (
+        "state_dict" in top_keys and ("optimizer_states" in top_keys or "lr_schedulers" in top_keys)
+    ):
+        kind = "Lightning checkpoint"
+    elif path:
+        kind = "nested checkpoint"
+    else:
+        kind = "flat state dict"
+    where = f"weights at [{']['.join(repr(p) for p in path)}]" if path else "weights at the top level"
+    extra = ", ".join(f"{k}: {v}" for k, v in list(other.items())[:8])
+    return {
+        "kind": kind,
+        "path": list(path),
+        "text": f"{kind}, {where}" + (f"; also {extra}" if extra else ""),
+    }
+
+
+def pick_state_dict(candidates, reference_keys=None):
+    """The candidate (path, keys) that holds the model's weights.
+
+    `candidates`: [(path tuple, [flattened tensor keys])]. With `reference_keys` (the other side's
+    keys) the candidate whose keys match most of them wins; else a known name, else the largest."""
+    usable = [c for c in candidates if not any(str(p).lower() in NOT_MODEL for p in c[0])]
+    if not usable:
+        usable = candidates
+    if not usable:
+        return ()
+
+    def name_rank(path):
+        if not path:
+            return len(STATE_DICT_NAMES) + 1  # the top level: only when nothing inside is named like weights
+        last = str(path[-1]).lower()
+        return STATE_DICT_NAMES.index(last) if last in STATE_DICT_NAMES else len(STATE_DICT_NAMES)
+
+    if reference_keys:
+        ref: dict = {k: ([], "") for k in reference_keys}
+        scored = []
+        for path, keys in usable:
+            pairs = len(match_keys({k: ([], "") for k in keys}, ref)["pairs"])
+            scored.append((pairs, -name_rank(path), len(keys), path))
+        best = max(scored, key=lambda s: (s[0], s[1], s[2]))
+        if best[0] > 0:
+            return best[3]
+    ranked = sorted(usable, key=lambda c: (name_rank(c[0]), -len(c[1])))
+    best_path = ranked[0][0]
+    if best_path and name_rank(best_path) == len(STATE_DICT_NAMES):
+        root = next((c for c in usable if not c[0]), None)
+        if root is not None:  # no known name inside: the top level, unless it is mostly one child
+            return ()
+    return best_path
+
+
+def strict_false(ckpt, model, label="the model"):
+    """What `model.load_state_dict(ckpt, strict=False)` really does, key by key (no renaming).
+
+    `ckpt` and `model` map key -> (shape, dtype). Shapes that differ raise even with strict=False."""
+    restored = [k for k in model if k in ckpt and list(ckpt[k][0]) == list(model[k][0])]
+    shape_errors = [k for k in model if k in ckpt and list(ckpt[k][0]) != list(model[k][0])]
+    missing = [k for k in model if k not in ckpt]
+    unexpected = [k for k in ckpt if k not in model]
+    return {
+        "restored": len(restored),
+        "model_tensors": len(model),
+        "missing": len(missing),
+        "unexpected": len(unexpected),
+        "shape_errors": shape_errors[:50],
+        "missing_keys": missing[:20],
+        "unexpected_keys": unexpected[:20],
+        "target": label,
+    }
+
+
+# ---------------------------------------------------------------------------- Hugging Face folders
+
+
+def hf_weight_files(folder):
+    """(weight files, description) of a Hugging Face model folder: sharded (an index JSON naming the
+    shards) or single-file, safetensors preferred over pytorch_model.bin as transformers does."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError as exc:
+        raise CheckpointError("unreadable", f"cannot list {folder}: {exc}") from None
+    model_type = None
+    if "config.json" in names:
+        try:
+            with open(os.path.join(folder, "config.json"), encoding="utf-8") as fh:
+                model_type = json.load(fh).get("model_type")
+        except (OSError, ValueError, AttributeError):
+            model_type = None
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if index in names:
+            try:
+                with open(os.path.join(folder, index), encoding="utf-8") as fh:
+                    weight_map = json.load(fh)["weight_map"]
+                files = sorted(set(weight_map.values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                raise CheckpointError(
+                    "unsupported_format", f"{folder}/{index} is not a valid shard index"
+                ) from None
+            missing = [f for f in files if f not in names]
+            if missing:
+                raise CheckpointError(
+                    "unsupported_format",
+                    f"{folder}/{index} names shard files that are missing: {missing[:5]}",
+                )
+            return [os.path.join(folder, f) for f in files], _hf_text(len(files), model_type)
+    for single in (
+        "model.safetensors",
+        "pytorch_model.bin",
+        "adapter_model.safetensors",
+        "adapter_model.bin",
+    ):
+        if single in names:
+            return [os.path.join(folder, single)], _hf_text(1, model_type)
+    loose = sorted(n for n in names if n.endswith((".safetensors", ".bin", ".pt", ".pth")))
+    if len(loose) == 1:
+        return [os.path.join(folder, loose[0])], _hf_text(1, model_type)
+    raise CheckpointError(
+        "unsupported_format",
+        f"{folder} is a folder without model weights transformers would load (model.safetensors, "
+        "pytorch_model.bin, or a *.index.json with its shards)"
+        + (f"; it holds {len(loose)} weight files: pass one of them" if loose else ""),
+    )
+
+
+def _hf_text(n_files, model_type):
+    kind = f"Hugging Face folder ({n_files} weight file{'s' if n_files != 1 else ''}"
+    return kind + (f", model_type {model_type})" if model_type else ")")

@@ -12,7 +12,17 @@ import os
 import sys
 import traceback
 
-CONTRACT_KEYS = ("model", "batch", "batches", "loss_fn", "optimizer", "step_fn", "setup", "wrap_model")
+CONTRACT_KEYS = (
+    "model",
+    "batch",
+    "batches",
+    "loss_fn",
+    "optimizer",
+    "step_fn",
+    "setup",
+    "wrap_model",
+    "state",
+)
 
 
 class EntrypointError(Exception):

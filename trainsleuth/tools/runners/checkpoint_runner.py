@@ -102,25 +102,98 @@ def load_safetensors_file(path, torch):
     return tensors, {f"__metadata__.{k}": str(v)[:80] for k, v in metadata.items()}
 
 
-def load_side(path, torch):
+def tensor_candidates(obj, torch, path=(), depth=0, out=None):
+    """Every mapping in the checkpoint that could be a state dict: [(path, [flattened tensor keys])]."""
+    if out is None:
+        out = []
+    if isinstance(obj, dict) and obj:
+        tensors: dict = {}
+        others: dict = {}
+        flatten(obj, "", tensors, others, torch)
+        str_keys = all(isinstance(k, str) for k in obj)
+        if tensors and str_keys and len(tensors) >= len(others):
+            out.append((path, list(tensors)))
+        if depth < 3:
+            for k, v in obj.items():
+                if isinstance(v, dict):
+                    tensor_candidates(v, torch, (*path, str(k)), depth + 1, out)
+    return out
+
+
+def subtree(obj, path):
+    for p in path:
+        obj = obj[p] if p in obj else next(v for k, v in obj.items() if str(k) == p)
+    return obj
+
+
+def summarise_rest(obj, path, torch):
+    """What the checkpoint holds beside the weights: top-level entries off the weights' path."""
+    if not isinstance(obj, dict) or not path:
+        return {}
+    rest = {}
+    for k, v in obj.items():
+        if str(k) == path[0]:
+            continue
+        tensors: dict = {}
+        others: dict = {}
+        flatten(v, "", tensors, others, torch)
+        if tensors:
+            rest[str(k)] = f"{len(tensors)} tensors"
+        else:
+            text = repr(v)
+            rest[str(k)] = text if len(text) <= 60 else text[:57] + "..."
+    return rest
+
+
+def read_side(path, torch):
+    """The raw object of a checkpoint file or Hugging Face folder, and a description of its form."""
     kind = ck.sniff(path)
+    if kind == "directory":
+        files, text = ck.hf_weight_files(path)
+        merged = {}
+        for f in files:
+            part = read_side(f, torch)["obj"]
+            if not isinstance(part, dict):
+                raise ck.CheckpointError("unsupported_format", f"{f} does not hold a state dict")
+            merged.update(part)
+        return {"kind": "hf_folder", "obj": merged, "container": text}
     if kind == "safetensors":
         tensors, others = load_safetensors_file(path, torch)
-        return {"kind": "safetensors", "tensors": tensors, "others": others}
+        return {"kind": "safetensors", "obj": tensors, "others": others, "container": None}
     if kind in ("torch_zip", "pickle"):
-        obj = load_torch_file(path, kind, torch)
-        tensors, others = {}, {}
-        flatten(obj, "", tensors, others, torch)
-        return {"kind": "torch", "tensors": tensors, "others": others}
-    if kind == "directory":
-        raise ck.CheckpointError(
-            "unsupported_format",
-            f"{path} is a folder; pass one file (a sharded checkpoint: compare shard by shard)",
-        )
+        return {"kind": "torch", "obj": load_torch_file(path, kind, torch), "container": None}
     raise ck.CheckpointError(
         "unsupported_format",
-        f"{path} is neither a torch.save file nor a safetensors file (unknown leading bytes)",
+        f"{path} is neither a torch.save file, a safetensors file nor a Hugging Face model folder",
     )
+
+
+def weights_of(side, torch, reference_keys=None):
+    """Locate the state dict inside the side's object, flatten it, and describe the rest."""
+    obj = side["obj"]
+    path = ck.pick_state_dict(tensor_candidates(obj, torch), reference_keys)
+    tensors: dict = {}
+    others = dict(side.get("others") or {})
+    flatten(subtree(obj, path) if path else obj, "", tensors, others, torch)
+    rest = summarise_rest(obj, path, torch)
+    others.update(rest)
+    top = [str(k) for k in obj] if isinstance(obj, dict) else []
+    container = ck.describe_container(top, path, rest)
+    if side.get("container"):
+        container.update({"kind": "Hugging Face folder", "text": side["container"]})
+    top_level = {}
+    if isinstance(obj, dict):
+        top_level = {
+            str(k): (list(v.shape), _dtype_name(v)) if isinstance(v, torch.Tensor) else ([], type(v).__name__)
+            for k, v in obj.items()
+        }
+    return {
+        "kind": side["kind"],
+        "tensors": tensors,
+        "others": others,
+        "container": container,
+        "top_level": top_level,
+    }
 
 
 def value_diffs(pairs, ta, tb, rtol, atol, torch):
@@ -178,14 +251,18 @@ def main(argv=None):
     try:
         import torch
 
-        side_a: dict = load_side(args.a, torch)
+        raw_a = read_side(args.a, torch)
         side_b: dict
         if args.entrypoint:
             contract = ep.load_contract(args.entrypoint, os.getcwd())
             sd = contract["model"].state_dict()
-            side_b = {"kind": "model", "tensors": dict(sd.items()), "others": {}}
+            side_b = {"kind": "model", "tensors": dict(sd.items()), "others": {}, "container": None}
+            side_a = weights_of(raw_a, torch, list(side_b["tensors"]))
         else:
-            side_b = load_side(args.b, torch)
+            raw_b = read_side(args.b, torch)
+            side_b = weights_of(raw_b, torch)
+            side_a = weights_of(raw_a, torch, list(side_b["tensors"]))
+            side_b = weights_of(raw_b, torch, list(side_a["tensors"]))
         meta_a = {k: (list(t.shape), _dtype_name(t)) for k, t in side_a["tensors"].items()}
         meta_b = {k: (list(t.shape), _dtype_name(t)) for k, t in side_b["tensors"].items()}
         match = ck.match_keys(meta_a, meta_b)
@@ -193,8 +270,15 @@ def main(argv=None):
             match["pairs"], side_a["tensors"], side_b["tensors"], args.rtol, args.atol, torch
         )
         values["rows"] = values["rows"][: args.max_rows]
+        strict = ck.strict_false(meta_a, meta_b, "the model" if args.entrypoint else "b")
+        if side_a["container"]["path"]:
+            as_saved = {k: v for k, v in side_a["top_level"].items()}
+            strict["as_saved"] = ck.strict_false(as_saved, meta_b)["restored"]
         payload = {
             "ok": True,
+            "container_a": side_a["container"],
+            "container_b": side_b.get("container"),
+            "strict_false": strict,
             "kind_a": side_a["kind"],
             "kind_b": side_b["kind"],
             "n_a": len(meta_a),
