@@ -25,6 +25,9 @@ _CODE_START = re.compile(
 _SCRIPT_END = re.compile(r"^\s*={20,}\s*$")
 # settings lines: an argparse `Namespace(...)` anywhere, nanoGPT's `Overriding: ...`, `args = {...}`
 _SETTINGS_START = re.compile(r"\s*(?:Overriding\b|(?:args|config|hparams|hyperparameters)\s*[:=]\s*[{(\[])")
+# `amp=False`, `cache=None`, `optimizer=auto`: settings; a line with three or more is a settings dump
+# (Ultralytics prints all its arguments on one line)
+_WORD_SETTING = re.compile(r"\b[A-Za-z_]\w*=(?:True|False|None|[A-Za-z_][\w./-]*)(?=[,\s)]|$)")
 # `name = value` / `name: value` alone on its line (a setting when several distinct ones follow each other)
 _ASSIGNMENT = re.compile(r"""^\s*["']?[A-Za-z_][\w.\-\[\]]*["']?\s*[:=]\s*\S[^=:]*?\s*(?:#.*)?,?\s*$""")
 # lines that may sit inside a config block without ending it: blank, comments, `key:` headers,
@@ -65,7 +68,11 @@ class LineFilter:
 
     @staticmethod
     def is_settings(line: str) -> bool:
-        return "Namespace(" in line or _SETTINGS_START.match(line) is not None
+        return (
+            "Namespace(" in line
+            or _SETTINGS_START.match(line) is not None
+            or ("=" in line and len(_WORD_SETTING.findall(line)) >= 3)
+        )
 
     @staticmethod
     def is_neutral(line: str) -> bool:

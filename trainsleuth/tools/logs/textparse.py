@@ -67,6 +67,11 @@ _PART_UNIT_ONLY = re.compile(rf"^\s*\(?\s*({NUM})\s*({UNIT})\s*\)?\s*$")
 _FRACTION = re.compile(
     r"\b(global[ _]step|step|iteration|iter|it|update|batch|epoch)s?\s*[:=#]?\s*(\d+)\s*/\s*(\d+)\b", re.I
 )
+# a whole line that is one `key = value` pair whose key may hold spaces and parentheses
+_LONE_PAIR = re.compile(rf"^([A-Za-z_][\w ./()\-]*?)\s*=\s*({NUMV})((?-i:[kKM]))?\s*({UNIT})?\s*$", re.I)
+# torchvision's references: `Epoch: [3]  [12/100]` (the batch within the epoch)
+_EPOCH_BATCH = re.compile(r"\bEpoch:?\s*\[(\d+)\]\s*\[\s*(\d+)\s*/\s*(\d+)\]")
+_EVAL_PROGRESS = re.compile(r"\beval\w*\s*[=:]\s*\w+\s*,\s*step\s*[=:]\s*\d+\s*/", re.I)
 _EPOCH_WORD = re.compile(r"\bepoch\s*[:=#]?\s*(\d+)\b", re.I)
 _STEP_WORD = re.compile(r"\b(global_step|iteration|iter|step)\s*[:=#]?\s*(\d+)\b", re.I)
 # a line that is only a heading around `Epoch N/M` (`Epoch 3/20`, `***** Evaluating perplexity, Epoch 0/16 *****`)
@@ -88,6 +93,14 @@ _STEP_NAMES = (
 )
 # taken as the step only when the value is a whole number (llm.c writes `s:120 trl:3.41`)
 _INTEGRAL_STEP_NAMES = ("s", "it")
+# a part of a pipe-separated line naming the subset its values are about (fairseq's loggers)
+_SECTIONS = {
+    "valid": "valid ",
+    "validation": "validation ",
+    "eval": "eval ",
+    "test": "test ",
+    "train": "train ",
+}
 _QUALIFIERS = {
     "train", "training", "val", "valid", "validation", "eval", "evaluation", "test", "dev", "lm", "grad",
     "gradient", "learning", "loss", "global", "total", "avg", "average", "mean", "running", "tokens",
@@ -330,6 +343,12 @@ def _fraction(s: str) -> tuple[str, float | None, str, dict[str, float]]:
     its source, extra metrics such as the epoch)."""
     if "/" not in s:
         return s, None, "", {}
+    eb = _EPOCH_BATCH.search(s)
+    if eb is not None:
+        e, b, t = float(eb.group(1)), float(eb.group(2)), float(eb.group(3))
+        return s[: eb.start()] + " " + s[eb.end() :], e * t + b, "epoch x batches + batch", {"epoch": e}
+    if _EVAL_PROGRESS.search(s):  # `[eval=lm,step=5/6]`: evaluation batches, not training steps
+        return s, None, "", {}
     step: float | None = None
     source = ""
     extra: dict[str, float] = {}
@@ -363,12 +382,30 @@ def parse_keyvalue(s: str, units: Units = None) -> list[Record]:
     em = _EPOCH_ONLY.match(s)
     if em:  # `Epoch 3/20` alone: the epoch the following lines belong to (Keras)
         return [(float(em.group(1)), {}, "epoch N/TOTAL")]
+    lone = _LONE_PAIR.match(s)
+    if lone and " " in lone.group(1).strip():  # OLMo-core: `    train/CE loss=5.546`, one pair a line
+        v = number(lone.group(2), lone.group(3))
+        if v is not None:
+            key = " ".join(lone.group(1).split())
+            if units is not None and lone.group(4):
+                units[key] = lone.group(4)
+            return [(None, {key: v}, "")]
     s, step, source, metrics = _fraction(s)
     sep = "|" if "|" in s else "\t" if "\t" in s else None
     if sep:
+        section = ""  # fairseq: `| valid | epoch 001 | loss 9.73 |`, `| train | epoch 001 | loss 10.19 |`
         for part in s.split(sep):
-            if not _part_into(part, metrics, units):
-                _kv_into(part, metrics, units)
+            word = part.strip()
+            if word in _SECTIONS:
+                section = _SECTIONS[word]
+                continue
+            found: dict[str, float] = {}
+            if not _part_into(part, found, units):
+                _kv_into(part, found, units)
+            for key, value in found.items():
+                metrics[
+                    section + key if section and key != "epoch" and pick_step({key: 0.0})[1] == "" else key
+                ] = value
     else:
         _kv_into(s, metrics, units)
     if not metrics:

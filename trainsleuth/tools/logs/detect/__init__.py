@@ -57,6 +57,8 @@ def detect_all(
             events.append(f)
     trains = [s for s in losses if s.role != "val_loss"]
     for v in by_role.get("val_loss", []):
+        if v not in losses:  # a validation loss that blows up or spikes (nanoGPT at lr 1: 4.3 -> 55)
+            events += detect_loss(v, trend=False).findings
         if trains:
             vsteps, vvals, _ = timeline(v)
             f = detect_overfitting(v, trains[0]) or val_stall(v, trains[0]) or plateau(v, vsteps, vvals)

@@ -21,6 +21,8 @@ from trainsleuth.tools.logs.detect.progress import oscillation, plateau
 from trainsleuth.tools.logs.detect.spikes import Spike, find_spikes
 from trainsleuth.tools.logs.series import Series
 
+VAL_REL = 1.0  # a validation loss spikes when it reaches twice its baseline
+
 
 @dataclass
 class LossAnalysis:
@@ -28,7 +30,10 @@ class LossAnalysis:
     spikes: list[tuple[Series, list[float], Spike]]  # for linking with grad norms
 
 
-def detect_loss(s: Series) -> LossAnalysis:
+def detect_loss(s: Series, trend: bool = True) -> LossAnalysis:
+    """Spikes and divergence of a loss; with `trend`, also a slow divergence, a plateau and an
+    oscillation (left out for a validation loss, whose trends are judged against the training
+    loss: overfitting, a stall)."""
     steps, means, _ = timeline(s)
     mean_steps = steps
     vals = means
@@ -39,7 +44,13 @@ def detect_loss(s: Series) -> LossAnalysis:
     spikes_out: list[tuple[Series, list[float], Spike]] = []
     if is_signed(means):
         return LossAnalysis(out, spikes_out)
-    spikes = find_spikes(vals, "loss", steps, s.resolution) if len(vals) >= 6 else []
+    # a validation loss is judged for jumps to twice its level (its first evaluations move a lot:
+    # BatchNorm statistics, warmup), from 4 evaluations on
+    spikes = (
+        find_spikes(vals, "loss", steps, s.resolution)
+        if trend
+        else find_spikes(vals, "loss", steps, s.resolution, rel=VAL_REL, min_points=4)
+    )
     diverged = False
     for sp in spikes[:MAX_EVENTS_PER_SERIES]:
         tail = len(vals) - sp.start
@@ -131,6 +142,8 @@ def detect_loss(s: Series) -> LossAnalysis:
                 more=len(spikes) - MAX_EVENTS_PER_SERIES,
             )
         )
+    if not trend:
+        return LossAnalysis(out, spikes_out)
     if not diverged:
         f = _slow_divergence(s, mean_steps, means)
         if f:

@@ -11,6 +11,7 @@ from typing import Any
 
 from trainsleuth.tools.logs.detect.common import MIN_HISTORY, WINDOW, step_spacing
 
+BLOWUP = 1.5  # in the first records, a loss 50 % above its lowest so far is blowing up
 LOSS_K, LOSS_REL = 6.0, 0.35  # loss spike: above median + max(6 sigma, 35 %)
 GRAD_K, GRAD_FACTOR = 8.0, 4.0  # grad-norm spike: above max(4x median, median + 8 sigma)
 
@@ -46,8 +47,18 @@ def diff_sigma(values: list[float]) -> float:
     return 1.4826 * median([abs(b - a) for a, b in itertools.pairwise(values)]) / math.sqrt(2)
 
 
-def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, resolution: float = 0.0
-                ) -> list[Spike]:  # fmt: skip
+def _detrended(values: list[float]) -> list[float]:
+    """`values` less their straight-line trend (the slope between the medians of the two halves)."""
+    n = len(values)
+    if n < 6:
+        return values
+    h = n // 2
+    slope = (median(values[h:]) - median(values[:h])) / h
+    return [v - slope * i for i, v in enumerate(values)]
+
+
+def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, resolution: float = 0.0,
+                rel: float = LOSS_REL, min_points: int = 6) -> list[Spike]:  # fmt: skip
     """Upward excursions above a robust trailing baseline, grouped into events.
 
     `resolution`: the rounding of the printed values (1e-4 for a loss printed with 4 decimals). A
@@ -58,7 +69,7 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
     count, and the noise level comes from differences between neighbouring accepted points,
     so excerpts pasted with large step gaps do not inflate it."""
     n = len(vals)
-    if n < 6:
+    if n < min_points:
         return []
     if steps is None:
         steps = [float(i) for i in range(n)]
@@ -83,7 +94,15 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
     for i, v in enumerate(vals):
         st = steps[i]
         if warm and len(acc_v) < MIN_HISTORY:
-            accept(st, v)  # not enough history yet (warmup): no baseline
+            # not enough history yet (warmup): no baseline, except that a loss that jumps to well
+            # above everything before it in the first records, and stays there on the next one, is
+            # blowing up, not warming up (one high record among low ones is an oscillation)
+            limit = BLOWUP * min(acc_v) if acc_v else math.inf
+            if kind == "loss" and v > vals[i - 1] and v > limit and (i + 1 == n or vals[i + 1] > limit):
+                flags[i] = True
+                info[i] = (min(acc_v), 0.0, BLOWUP * min(acc_v))
+            else:
+                accept(st, v)
             continue
         # the accepted points within `near` steps, at most 2 * WINDOW of them (steps are sorted)
         k = bisect_left(acc_s, st - near, max(0, len(acc_v) - 2 * WINDOW))
@@ -96,7 +115,7 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
             sig = last_sig if last_sig is not None else glob_sig
         if len(local) >= 5:
             base = median(local[-5:])
-            recent = local[-WINDOW:]
+            recent = _detrended(local[-WINDOW:])  # a falling (or rising) loss is no noise
             med = median(recent)
             sig = max(sig, 1.4826 * median([abs(x - med) for x in recent]))
             last_sig = sig
@@ -118,8 +137,8 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
         else:
             # with few differences to go by (a short excerpt, a restart), a ramp inside the history
             # inflates the noise estimate: then the relative floor alone decides
-            noise = min(LOSS_K * sig, LOSS_REL * abs(base)) if few and not warm else LOSS_K * sig
-            thr = base + max(noise, LOSS_REL * abs(base), 10 * resolution, 1e-8)
+            noise = min(LOSS_K * sig, rel * abs(base)) if few and not warm else LOSS_K * sig
+            thr = base + max(noise, rel * abs(base), 10 * resolution, 1e-8)
         # A spike is a jump: the value rose from the record before it (or continues an event),
         # so a loss that simply starts high and falls is never flagged.
         if v > thr and i > 0 and (v > vals[i - 1] or flags[i - 1]):

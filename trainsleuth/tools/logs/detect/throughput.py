@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from trainsleuth.tools.findings import Finding
@@ -16,6 +17,8 @@ def detect_throughput(s: Series, batch_changes: bool) -> Finding | None:
     n = len(vals)
     if n < 20 or any(v <= 0 for v in vals):
         return None
+    if s.role == "step_time" and sum(b >= a for a, b in itertools.pairwise(vals)) >= 0.95 * (n - 1):
+        return None  # a clock (time since the start, YOLO's `time` column), not the time of a step
     w = max(5, n // 10)
     rm = rolling_median(vals, w)[w - 1 :]
     rsteps = steps[w - 1 :]

@@ -14,6 +14,8 @@ from trainsleuth.tools.logs import skips
 from trainsleuth.tools.logs.collect import Collector
 from trainsleuth.tools.logs.errors import has_trigger, next_scale
 from trainsleuth.tools.logs.fastpath import BlockSink, LineParser, TemplateEngine
+from trainsleuth.tools.logs.numbers import to_float
+from trainsleuth.tools.logs.roles import role_of
 from trainsleuth.tools.logs.skips import LineFilter
 from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, ReadStats, iter_blocks
 from trainsleuth.tools.logs.textparse import (
@@ -41,6 +43,11 @@ def _redraws_only(line: str) -> bool:
     )
 
 
+# a cell of a column table: `12`, `2/60`, `6.949`, `0G`, `128:`
+_CELL = re.compile(r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)(?:/(\d+))?([A-Za-z%]{0,3}):?$")
+_COLUMN_ROLES = {"loss", "loss_component", "val_loss", "accuracy", "val_accuracy", "grad_norm", "lr"}
+
+
 class _LineState:
     """The line-by-line parser for lines no template took: Megatron records wrapped over several
     lines are joined, what is not a metric record (a printed script, settings, a config dump, a
@@ -60,6 +67,7 @@ class _LineState:
         self.pending_n = 0
         self.long_lines = 0
         self.table: dict[str, float] = {}  # rows of a key | value table (SB3) not yet a record
+        self.columns: list[str] | None = None  # the last column header (`Epoch GPU_mem box_loss ...`)
         self.main_total = 0  # the largest progress-bar total seen: the training bar
         self.held: list[Record] = []  # records printed between bar frames, waiting for the bar's step
 
@@ -111,9 +119,15 @@ class _LineState:
             flt.in_script = False  # a stepped record: the log proper begins
         else:
             recs = self.parser(line, self.units) if digits else []
+            if not recs:
+                if not digits:
+                    self._column_header(line)
+                elif self.columns is not None:
+                    recs = self._column_values(line)
         parsed = bool(recs)
         recs = self._context(recs, line)
-        key = flt.setting_key(line, recs)
+        # a config dump comes before training: after the first step, lone `key = value` lines are records
+        key = flt.setting_key(line, recs) if self.sink.collector.last_step is None else None
         if key is not None and key not in flt.pending_keys:
             flt.pending.append((line, recs))
             flt.pending_keys.add(key)
@@ -134,6 +148,41 @@ class _LineState:
             self.stats.skip(skips.PROGRESS if _TQDM.search(line) else skips.NO_METRIC, line)
         if self.engine is not None:
             self.engine.observe(line)
+
+    def _column_header(self, line: str) -> None:
+        """A line of column names (Ultralytics: `Epoch GPU_mem box_loss cls_loss dfl_loss Instances
+        Size`): the names of the values on the lines that follow."""
+        names = clean_line(line).split()
+        if len(names) >= 3 and any(role_of(n) in _COLUMN_ROLES for n in names):
+            self.columns = names
+
+    def _column_values(self, line: str) -> list[Record]:
+        """Values under the last column header: the last progress frame of the line whose first
+        token is a number (`2/60 0G 5.886 4.054 3.787 51 128: 100% ...` -> Epoch 2, box_loss 5.886, ...)."""
+        names = self.columns or []
+        frames = [f.split() for f in clean_line(line).split("\r")]
+        row = next((toks for toks in reversed(frames) if toks and _CELL.match(toks[0])), None)
+        if row is None:
+            return []
+        metrics: dict[str, float] = {}
+        step: float | None = None
+        for name, cell in zip(names, row, strict=False):
+            m = _CELL.match(cell)
+            if m is None:
+                break
+            if m.group(2) is not None:  # `2/60`: a position and its total
+                if step is None:
+                    step = float(m.group(1))
+                continue
+            v = to_float(m.group(1))
+            if v is None:
+                break
+            metrics[name] = v
+            if m.group(3):
+                self.units[name] = m.group(3)
+        if len(metrics) < 2:
+            return []
+        return [(step, metrics, f"{names[0]} column" if step is not None else "")]
 
     def bars_then_dict(self, line: str) -> bool:
         """The HF Trainer's line: tqdm redraws, then the dict it logged (`\r 2%|..| 10/600 [..]\r
@@ -262,9 +311,15 @@ class _Sink(BlockSink):
         self.prefix = prefix
         self.slow: dict[str, tuple[list[float], list[float]]] = {}
         self.positional: set[str] = set()
+        # the step of the line now being read, from the lines before it in the block (set when
+        # templates took lines out of the block: their steps reach the collector only at its end)
+        self.step_here: Callable[[], float | None] | None = None
 
     def add_record(self, step: float | None, metrics: dict[str, float], source: str = "") -> None:
         c = self.collector
+        if step is None and metrics and self.step_here is not None:
+            step = self.step_here()  # a header line taken by a template holds this record's step
+            source = source if step is None else "the step line before the record"
         if not metrics:  # a position alone (`Epoch 3/20`): what later records without a step get
             if step is not None and step == step:
                 c.last_step = step
@@ -352,6 +407,24 @@ class _StepsBefore:
         return fallback
 
 
+class _Locator:
+    """Finds a line of the block in the block's text (lines come in order, so each search starts
+    after the last line found) and, on demand, the step of the nearest line before it."""
+
+    def __init__(self, text: str, steps_before: _StepsBefore) -> None:
+        self.text, self.steps_before, self.find_from = text, steps_before, 0
+
+    def for_line(self, line: str) -> Callable[[], float | None]:
+        def step() -> float | None:
+            pos = self.text.find(line, self.find_from)
+            if pos < 0:
+                return None
+            self.find_from = pos + len(line)
+            return self.steps_before.before(pos, None)
+
+        return step
+
+
 def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "") -> None:
     parser = LINE_PARSERS.get(fmt, LINE_PARSERS["auto"])
     if ctx.step_key:
@@ -371,7 +444,10 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
             # line numbers are found in the block only when one turns up.
             find_from, counted_to, counted = 0, 0, 0
             steps_before = _StepsBefore(text, parser, quick=not ctx.step_key)
+            located = _Locator(text, steps_before) if len(rest) != len(text) else None
             for line in rest.split("\n")[:-1]:
+                if located is not None:
+                    sink.step_here = located.for_line(line)
                 if line[:1] == "\r" and not ctx.step_key:
                     if _redraws_only(line):
                         state.redraws(line)  # a line of progress-bar redraws: only its bars' positions
@@ -389,6 +465,7 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
                     kind = scanner.scan(line, line_no + counted, steps_before.lazy(pos, fallback))
                 state.feed(line, kind)
         line_no += block_lines
+        sink.step_here = None
         sink.flush_block()
         if engine.silent:  # lines a template took that hold no metric
             ctx.stats.skip(skips.NO_METRIC, count=engine.silent)
