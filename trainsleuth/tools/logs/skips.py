@@ -71,7 +71,7 @@ class LineFilter:
         return (
             "Namespace(" in line
             or _SETTINGS_START.match(line) is not None
-            or ("=" in line and len(_WORD_SETTING.findall(line)) >= 3)
+            or (line.count("=") >= 3 and len(_WORD_SETTING.findall(line)) >= 3)
         )
 
     @staticmethod

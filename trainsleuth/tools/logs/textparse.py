@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import lru_cache
 from typing import Any, TypeAlias
 
 from trainsleuth.tools.logs.numbers import NUM, NUMV, UNIT, number, to_float
@@ -38,6 +39,8 @@ _MEGATRON = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _MEGATRON_VAL = re.compile(
     r"\b(validation|evaluation|test)\s+loss\s+at\s+(?:iteration|step)\s+(\d+)\s*\|", re.I
 )
+# `| lm loss: 2.1E+00 ` (one pair between pipes; the key may hold spaces and parentheses)
+_MEGATRON_PAIR = re.compile(r"\|?\s*([^|:]+?)\s*:\s*([^\s|]+)[^|]*")
 _NANOGPT_ITER = re.compile(r"^\s*iter\s+(\d+)\s*:\s*(.*)$")
 _NANOGPT_STEP = re.compile(r"^\s*step\s+(\d+)\s*:\s*(.*)$")
 _KEY = r"[A-Za-z_][\w./\-\[\]]*"
@@ -91,6 +94,7 @@ _STEP_NAMES = (
     "time/total_timesteps",
     "total_timesteps",
 )
+_STEP_RANK = {name: i for i, name in enumerate(_STEP_NAMES)}
 # taken as the step only when the value is a whole number (llm.c writes `s:120 trl:3.41`)
 _INTEGRAL_STEP_NAMES = ("s", "it")
 # a part of a pipe-separated line naming the subset its values are about (fairseq's loggers)
@@ -126,17 +130,18 @@ def clean_line(line: str) -> str:
 
 
 def pick_step(metrics: dict[str, float]) -> tuple[float | None, str]:
-    """Take the step out of `metrics`: (step, the key it came from), or (None, "")."""
-    for key in _STEP_NAMES:
-        v = metrics.get(key)
-        if v is not None and math.isfinite(v):
-            del metrics[key]
-            return v, key
-    lowered = {k.lower(): k for k in metrics}
-    for key in _STEP_NAMES:
-        k = lowered.get(key)
-        if k is not None and math.isfinite(metrics[k]):
-            return metrics.pop(k), k
+    """Take the step out of `metrics`: (step, the key it came from), or (None, ""). Exact names
+    first, in `_STEP_NAMES` order, then the same names in another case, then `_INTEGRAL_STEP_NAMES`."""
+    best: tuple[int, str] | None = None
+    for k in metrics:  # one pass over the (few) keys instead of a lookup per step name
+        rank = _STEP_RANK.get(k)
+        if rank is None:
+            low = _STEP_RANK.get(k.lower())
+            rank = None if low is None else low + len(_STEP_NAMES)
+        if rank is not None and (best is None or rank < best[0]) and math.isfinite(metrics[k]):
+            best = (rank, k)
+    if best is not None:
+        return metrics.pop(best[1]), best[1]
     for key in _INTEGRAL_STEP_NAMES:
         v = metrics.get(key)
         if v is not None and math.isfinite(v) and v == int(v) and v >= 0:
@@ -247,14 +252,8 @@ def parse_megatron(s: str, units: Units = None) -> list[Record]:
         step = float(m.group(1))
         rest = s[m.end() :]
     metrics: dict[str, float] = {}
-    for part in rest.split("|"):
-        if ":" not in part:
-            continue
-        key, _, val = part.rpartition(":")
-        words = val.split()
-        if not words:
-            continue
-        v = to_float(words[0])
+    for key, val in _MEGATRON_PAIR.findall(rest):
+        v = to_float(val)
         if v is None:
             continue
         key = " ".join(key.split())
@@ -455,6 +454,7 @@ def _space_kv_into(text: str, metrics: dict[str, float], units: Units) -> None:
                 units[key] = unit
 
 
+@lru_cache(maxsize=256)
 def bar_total(source: str) -> int | None:
     """The total of a bare progress bar's step-only record (`tqdm position/1000` -> 1000)."""
     if source.startswith("tqdm position/"):

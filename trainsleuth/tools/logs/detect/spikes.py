@@ -48,12 +48,13 @@ def diff_sigma(values: list[float]) -> float:
 
 
 def _detrended(values: list[float]) -> list[float]:
-    """`values` less their straight-line trend (the slope between the medians of the two halves)."""
+    """`values` less their straight-line trend (the slope between the means of the two halves; the
+    MAD taken afterwards is what must be robust)."""
     n = len(values)
     if n < 6:
         return values
     h = n // 2
-    slope = (median(values[h:]) - median(values[:h])) / h
+    slope = (sum(values[n - h :]) - sum(values[:h])) / (h * (n - h))
     return [v - slope * i for i, v in enumerate(values)]
 
 

@@ -33,13 +33,14 @@ from trainsleuth.tools.logs.textparse import (
     with_step_key,
 )
 
-_NOT_REDRAW = re.compile(r"[{=]|: ")
-
 
 def _redraws_only(line: str) -> bool:
     """A line of tqdm redraws and nothing else (no postfix values, no dict between the frames)."""
     return (
-        line.endswith(("it/s]", "s/it]", "it/s]\x1b[A", "s/it]\x1b[A")) and _NOT_REDRAW.search(line) is None
+        line.endswith(("it/s]", "s/it]", "it/s]\x1b[A", "s/it]\x1b[A"))
+        and "=" not in line
+        and "{" not in line
+        and ": " not in line
     )
 
 
@@ -71,7 +72,7 @@ class _LineState:
         self.main_total = 0  # the largest progress-bar total seen: the training bar
         self.held: list[Record] = []  # records printed between bar frames, waiting for the bar's step
 
-    def feed(self, line: str, kind: str | None = None) -> None:
+    def feed(self, line: str, kind: str | None = None, step: float | None = None) -> None:
         """One line no template took. `kind`: what the error scanner made of it ("error", an
         fp16 "overflow" notice, or None)."""
         if len(line) > MAX_LINE:
@@ -100,7 +101,7 @@ class _LineState:
         if kind == "overflow":  # counted by the error scanner; its numbers are the scale, nothing else
             scale = next_scale(line)
             if scale is not None:
-                self.sink.add_record(None, {"loss scale": scale}, "")
+                self.sink.add_record(step, {"loss scale": scale}, "the step line before the notice")
             else:
                 self.stats.skip(skips.OVERFLOW, line)
             return
@@ -152,6 +153,8 @@ class _LineState:
     def _column_header(self, line: str) -> None:
         """A line of column names (Ultralytics: `Epoch GPU_mem box_loss cls_loss dfl_loss Instances
         Size`): the names of the values on the lines that follow."""
+        if "loss" not in line and "acc" not in line and "Loss" not in line:
+            return  # a header names at least one loss or accuracy column
         names = clean_line(line).split()
         if len(names) >= 3 and any(role_of(n) in _COLUMN_ROLES for n in names):
             self.columns = names
@@ -192,7 +195,7 @@ class _LineState:
         if j <= 0 or not line.endswith("}") or self.pending is not None or self.filter.in_script:
             return False
         head = line[:j]
-        if _NOT_REDRAW.search(head):
+        if "=" in head or "{" in head or ": " in head:  # not only redraws before the dict
             return False
         dict_recs = parse_dict_line(line[j + 1 :])
         if not dict_recs:
@@ -413,16 +416,14 @@ class _Locator:
 
     def __init__(self, text: str, steps_before: _StepsBefore) -> None:
         self.text, self.steps_before, self.find_from = text, steps_before, 0
+        self.line = ""  # the line being read (set by read_text)
 
-    def for_line(self, line: str) -> Callable[[], float | None]:
-        def step() -> float | None:
-            pos = self.text.find(line, self.find_from)
-            if pos < 0:
-                return None
-            self.find_from = pos + len(line)
-            return self.steps_before.before(pos, None)
-
-        return step
+    def step(self) -> float | None:
+        pos = self.text.find(self.line, self.find_from)
+        if pos < 0:
+            return None
+        self.find_from = pos + len(self.line)
+        return self.steps_before.before(pos, None)
 
 
 def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "") -> None:
@@ -445,9 +446,10 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
             find_from, counted_to, counted = 0, 0, 0
             steps_before = _StepsBefore(text, parser, quick=not ctx.step_key)
             located = _Locator(text, steps_before) if len(rest) != len(text) else None
+            sink.step_here = located.step if located is not None else None
             for line in rest.split("\n")[:-1]:
                 if located is not None:
-                    sink.step_here = located.for_line(line)
+                    located.line = line
                 if line[:1] == "\r" and not ctx.step_key:
                     if _redraws_only(line):
                         state.redraws(line)  # a line of progress-bar redraws: only its bars' positions
@@ -462,7 +464,11 @@ def read_text(path: Path, fmt: str, ctx: ReadContext, size: int, prefix: str = "
                         counted_to = find_from = pos
                         find_from = pos + len(line)
                     fallback = ctx.collector.last_step
+                    seen = len(scanner.overflow_steps)
                     kind = scanner.scan(line, line_no + counted, steps_before.lazy(pos, fallback))
+                    if kind == "overflow" and len(scanner.overflow_steps) > seen:
+                        state.feed(line, kind, scanner.overflow_steps[-1])  # the step the scanner found
+                        continue
                 state.feed(line, kind)
         line_no += block_lines
         sink.step_here = None
