@@ -2,7 +2,7 @@
 
 1. Real logs (`benchmarks/reallogs.py`): public and produced training logs of seven formats from
    the corpus (Megatron-DeepSpeed/BLOOM, llm.c main.log, modded-nanogpt, DeepSpeed-Chat, HF
-   Trainer stdout with tqdm, LightGBM, YOLOv5 results.csv), each repeated with its step numbers
+   Trainer stdout with tqdm, LightGBM, Ultralytics results.csv), each repeated with its step numbers
    continued to --size / 7 bytes, in a temporary folder (deleted afterwards). Two children run
    side by side, alternately: `trainsleuth.tools.logs.analyze` on every file, and the naive scan
    (one regex per line that reads every number and the key before it, keeping a running min/max

@@ -1,7 +1,8 @@
-"""Real public training logs, repeated to any size with their step numbers continued.
+"""Real training logs, repeated to any size with their step numbers continued.
 
 Each source is a real log kept in the repository (tests/data/realworld_logs, ../shared/realworld),
-in one of the formats people have. A benchmark file is one source repeated: every repetition
+in one of the formats people have: four public logs (BLOOM, llm.c, modded-nanogpt, DeepSpeed-Chat)
+and three written by real training code run for the corpus (HF Trainer, LightGBM, Ultralytics). A benchmark file is one source repeated: every repetition
 shifts the source's step numbers past the last repetition's, so the series run on as one long
 training run instead of restarting. Only the step numbers change; every other byte is the real
 log's. What each format's step looks like is written here, independently of trainsleuth's readers.
@@ -68,11 +69,11 @@ SOURCES = (
         origin="LightGBM train() run (produced; see the corpus manifest)",
     ),
     Source(
-        "yolov5 results.csv",
-        (CORPUS / "yolov5" / "results_excerpt.csv",),
+        "ultralytics results.csv",
+        (CORPUS / "ultralytics" / "yolov8n_shapes_results.csv",),
         (),
         csv_step_column="epoch",
-        origin="ultralytics YOLOv5 results.csv (AGPL-3.0)",
+        origin="ultralytics YOLOv8 training run (produced; see the corpus manifest)",
     ),
 )
 

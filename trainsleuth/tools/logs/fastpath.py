@@ -27,7 +27,7 @@ NUM_PATTERN = (
 )
 NUM_TOKEN = re.compile(NUM_PATTERN)
 MAX_TEMPLATES = 64
-MAX_ACTIVE = 16
+MAX_ACTIVE = 32
 MAX_TEMPLATE_LINE = 4096
 
 LineParser = Callable[..., list[tuple["float | None", dict[str, float], str]]]

@@ -107,6 +107,14 @@ def find_spikes(vals: list[float], kind: str, steps: list[float] | None = None, 
             continue
         # the accepted points within `near` steps, at most 2 * WINDOW of them (steps are sorted)
         k = bisect_left(acc_s, st - near, max(0, len(acc_v) - 2 * WINDOW))
+        if len(acc_v) - k >= 5 and (i == 0 or not flags[i - 1]) and (warm or len(acc_v) - k >= 2 * WINDOW):
+            # the usual case, settled: a value under the relative floor of the baseline is no spike
+            # whatever the noise (every threshold below is at least that floor), so the noise level
+            # need not be worked out for it
+            base = median(acc_v[-5:])
+            if v <= (base * GRAD_FACTOR if kind == "grad_norm" else base + rel * abs(base)):
+                accept(st, v)
+                continue
         local = acc_v[k:]
         diffs = [d for d in acc_d[max(1, k) :] if d is not None]
         few = len(diffs) < 5  # too few neighbouring differences to trust a noise level
