@@ -15,6 +15,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _private_state_root(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own per-user state folder (investigation state and signing key live there, outside
+    the workspace); servers started as subprocesses inherit it through the environment."""
+    root = tmp_path_factory.mktemp("state-root")
+    monkeypatch.setenv("TRAINSLEUTH_STATE_DIR", str(root))
+    return root
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"

@@ -58,9 +58,10 @@ async def test_foreground_bisect_reports_progress_and_leaves_checkout_alone(
         )
     assert not result.is_error, result.content[0].text
     job = result.structured_content
-    assert job is not None and job["status"] == "succeeded"
-    assert job["result"]["first_bad_commit"]["hash"] == history.bug_commit
-    assert job["result"]["runs"] == job["result"]["bisect_runs"] == len(job["result"]["steps"]) <= 8
+    # Finished within the call's wait: the bisect's own result, with its job id.
+    assert job is not None and job["status"] == "succeeded" and job["job_id"].startswith("job-")
+    assert job["first_bad_commit"]["hash"] == history.bug_commit
+    assert job["runs"] == job["bisect_runs"] == len(job["steps"]) <= 8
     text = result.content[0].text
     assert f"first bad commit {history.bug_commit}" in text and "diffstat: 2 files" in text
     messages = [m for _, _, m in progress if m]
@@ -90,9 +91,9 @@ async def test_background_job_is_followed_with_get_job_progress(workspace: Path,
             },
         )
         job = started.structured_content
-        assert job is not None and job["status"] == "running" and "get_job" in job["note"]
+        assert job is not None and job["status"] == "running" and "get_job" in job["next_step"]
         done = await client.call_tool(
-            "get_job", {"job_id": job["job_id"], "wait_s": 120}, progress_callback=on_progress
+            "get_job", {"job_id": job["job_id"], "wait_s": 40}, progress_callback=on_progress
         )
         final = done.structured_content
         assert final is not None and final["status"] == "succeeded"
@@ -105,14 +106,14 @@ async def test_background_job_is_followed_with_get_job_progress(workspace: Path,
 
 @pytest.mark.anyio
 async def test_short_wait_hands_back_a_running_job(workspace: Path, history: History) -> None:
-    server, _ = build_server(ServerConfig(workspaces=[workspace]))
+    server, _ = build_server(ServerConfig(workspaces=[workspace], call_wait_s=0.5))
     async with Client(server) as client:
         result = await client.call_tool(
-            "bisect_commits",
-            {"repo": "repo", "good": history.good, "bad": "main", "command": "sleep 30", "wait_s": 0.5},
+            "bisect_commits", {"repo": "repo", "good": history.good, "bad": "main", "command": "sleep 30"}
         )
         job = result.structured_content
-        assert job is not None and job["status"] == "running" and "still running" in job["note"]
+        assert job is not None and job["status"] == "running" and "get_job" in job["next_step"]
+        assert "still running after 0.5 s" in result.content[0].text
         cancelled = await client.call_tool("cancel_job", {"job_id": job["job_id"]})
         assert cancelled.structured_content["status"] == "cancelled"  # type: ignore[index]
 

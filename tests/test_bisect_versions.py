@@ -144,7 +144,8 @@ def test_requirement_that_looks_like_an_option_is_refused(tmp_path: Path) -> Non
 async def test_bisect_versions_over_mcp_with_progress(tmp_path: Path, wheel_dir: Path, offline: None) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    server, _ = build_server(ServerConfig(workspaces=[workspace, wheel_dir]))
+    # The wheel folder lies outside the workspace: an input the tool only reads, allowed and said so.
+    server, _ = build_server(ServerConfig(workspaces=[workspace]))
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -163,18 +164,57 @@ async def test_bisect_versions_over_mcp_with_progress(tmp_path: Path, wheel_dir:
         assert not result.is_error, result.content[0].text
         job = result.structured_content
         assert job is not None and job["status"] == "succeeded"
-        assert job["result"]["first_bad_version"] == "1.6"
+        assert job["first_bad_version"] == "1.6"
         assert "could not install 1.4.1 (skipped)" in result.content[0].text
+        assert (
+            f"Read-only input outside the workspace: find_links[0]={wheel_dir.resolve()}"
+            in result.content[0].text
+        )
         assert any(m and m.startswith("step 1 of about") and "tsdemo==" in m for _, _, m in progress)
         # The environments live in the workspace's state folder and are reused by the next call.
         assert list((workspace / ".trainsleuth" / "envs" / "versions").glob("*/pyvenv.cfg"))
         again = await client.call_tool("bisect_versions", args)
-        steps = again.structured_content["result"]["steps"]  # type: ignore[index]
+        steps = again.structured_content["steps"]  # type: ignore[index]
         assert all(s["env"]["reused"] for s in steps if s["env"]["ok"])
 
         outside = await client.call_tool("bisect_versions", {**args, "find_links": ["/etc"]})
-        assert outside.is_error and "outside the workspace" in outside.content[0].text
+        assert outside.is_error and "refused even for reading: it is under /etc" in outside.content[0].text
         too_few = await client.call_tool("bisect_versions", {**args, "versions": ["1.0"]})
         assert too_few.is_error
         foreign = await client.call_tool("bisect_versions", {**args, "python": "/bin/sh"})
         assert foreign.is_error and "outside the workspace and not allowed" in foreign.content[0].text
+
+
+@pytest.mark.anyio
+async def test_environments_can_reuse_heavy_packages_of_the_base_interpreter(
+    tmp_path: Path, wheel_dir: Path, offline: None
+) -> None:
+    """reuse_packages: the candidate environments see pyyaml from this interpreter's environment
+    (as they would torch) without installing it; asking for a package the base lacks is refused."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    server, _ = build_server(ServerConfig(workspaces=[workspace]))
+    command = "python -c 'import sys, yaml, tsdemo; sys.exit(1 if tsdemo.BUG else 0)'"
+    args = {
+        "package": "tsdemo",
+        "versions": ["1.5", "1.6"],
+        "command": command,
+        "python": sys.executable,
+        "find_links": [str(wheel_dir)],
+        "no_index": True,
+        "requirements": ["pyyaml"],  # offline and not in the wheel folder: only reuse can satisfy it
+        "reuse_packages": ["PyYAML"],
+    }
+    async with Client(server) as client:
+        result = await client.call_tool("bisect_versions", args)
+        assert not result.is_error, result.content[0].text
+        out = result.structured_content
+        assert out is not None and out["first_bad_version"] == "1.6"
+        assert [r.split("==")[0] for r in out["reused_packages"]] == ["pyyaml"]
+        for env in (workspace / ".trainsleuth" / "envs" / "versions").glob("*/lib/python*/site-packages"):
+            assert not (env / "yaml").exists()  # seen through the base environment, never installed
+            assert (env / "_trainsleuth_reuse.pth").is_file()
+        missing = await client.call_tool("bisect_versions", {**args, "reuse_packages": ["no-such-pkg"]})
+        assert missing.is_error and "is not installed in" in missing.content[0].text
+        same = await client.call_tool("bisect_versions", {**args, "reuse_packages": ["tsdemo"]})
+        assert same.is_error and "the package being bisected" in same.content[0].text

@@ -198,7 +198,12 @@ async def test_bad_inputs(workspace: Path, tmp_path: Path) -> None:
     (workspace / "m.py").write_text(MODEL_FILE)
     r = await _diff(workspace, {"a": "a.pt", "b": "a.pt", "entrypoint": "m.py:entry"})
     assert r.is_error and "exactly one of b" in r.content[0].text
+    # A checkpoint outside the workspace is only read (weights_only): allowed, and the result says so.
     r = await _diff(workspace, {"a": str(tmp_path / "outside.pt"), "b": "a.pt"})
+    assert not r.is_error and "Read-only input outside the workspace: a=" in r.content[0].text
+    # Model code outside the workspace would run: refused.
+    (tmp_path / "m.py").write_text(MODEL_FILE)
+    r = await _diff(workspace, {"a": "a.pt", "entrypoint": f"{tmp_path / 'm.py'}:entry"})
     assert r.is_error and "outside the workspace" in r.content[0].text
     r = await _diff(workspace, {"a": "missing.pt", "b": "a.pt"})
     assert r.is_error and "does not exist" in r.content[0].text

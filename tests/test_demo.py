@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 
 from trainsleuth.server.app import build_server
@@ -17,13 +18,11 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "demo"
 TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")
 
+# Six protocol calls (issue 22.3: <= 6 beyond the diagnostic ones); results become evidence by themselves.
 STEPS_IN_ORDER = [
     "start_investigation",
     "analyze_training_log",
     "probe_gradients",
-    "record_evidence",
-    "propose_hypotheses",
-    "resolve_hypothesis",
     "submit_diagnosis",
     "approve_diagnosis",
     "begin_fix",
@@ -40,7 +39,7 @@ def _digest(folder: Path) -> dict[str, str]:
     }
 
 
-def test_demo_runs_the_whole_protocol(tmp_path: Path) -> None:
+def test_demo_runs_the_whole_protocol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = _digest(EXAMPLE)
     out = tmp_path / "out"
     proc = subprocess.run(
@@ -55,6 +54,9 @@ def test_demo_runs_the_whole_protocol(tmp_path: Path) -> None:
     assert "NaN origin: encoder.norm" in transcript
     assert "asks a person to approve the diagnosis (MCP elicitation)" in transcript
     assert "approved via elicitation" in transcript
+    assert "stands in for the person" in transcript  # the demo says who approved
+    assert "stored as evidence e1 on the open investigation" in transcript
+    assert "The server ran the reproducer on the unfixed tree: it fails" in transcript
     assert "reproducer PASSED (exit code 0)" in transcript
     assert "resolved by a verified fix and closed" in transcript
     # The plot, the report and the transcript are written.
@@ -66,7 +68,13 @@ def test_demo_runs_the_whole_protocol(tmp_path: Path) -> None:
     assert "clamp_min(1e-6)" in (out / "workspace" / "model.py").read_text()
     assert _digest(EXAMPLE) == before
 
-    # The state in the scratch workspace agrees: one investigation, closed.
+    # The demo left nothing in refs/trainsleuth/ nor in the repository's tracked files.
+    refs = subprocess.run(
+        ["git", "for-each-ref", "refs/trainsleuth/"], cwd=out / "workspace", capture_output=True, text=True
+    ).stdout
+    assert refs == ""
+
+    # The state (kept beside the scratch workspace) agrees: one investigation, closed.
     async def check() -> None:
         server, _ = build_server(ServerConfig(workspaces=[out / "workspace"]))
         async with Client(server) as c:
@@ -76,6 +84,7 @@ def test_demo_runs_the_whole_protocol(tmp_path: Path) -> None:
             (inv,) = listed.structured_content["investigations"]
             assert inv["phase"] == "closed"
 
+    monkeypatch.setenv("TRAINSLEUTH_STATE_DIR", str(out / "state"))
     anyio.run(check)
 
 

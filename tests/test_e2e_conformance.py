@@ -76,8 +76,11 @@ def _free_port() -> int:
 @contextmanager
 def http_server(workspace: Path) -> Iterator[int]:
     port = _free_port()
+    # The conformance CLI 0.1.16 cannot send an Authorization header, so this server is started with the
+    # explicit --no-auth (loopback only; the token itself is tested in tests/adversarial/test_http_auth.py).
     proc = subprocess.Popen(
-        [TRAINSLEUTH, "serve", "--transport", "http", "--port", str(port), "--workspace", str(workspace)],
+        [TRAINSLEUTH, "serve", "--transport", "http", "--port", str(port), "--workspace", str(workspace),
+         "--no-auth"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:

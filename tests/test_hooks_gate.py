@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,8 @@ def _drive(ws: Path, until: str) -> str:
     """Open an investigation in `ws` and take it to `until` ('investigating' or 'fixing')."""
 
     async def main() -> str:
-        server, _ = build_server(ServerConfig(workspaces=[ws]))
+        codes: list[str] = []
+        server, _ = build_server(ServerConfig(workspaces=[ws], approval_notifier=codes.append))
         async with Client(server) as c:
 
             async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -37,7 +39,9 @@ def _drive(ws: Path, until: str) -> str:
                 return r.structured_content
 
             iid = (
-                await call("start_investigation", {"symptom": "loss is NaN", "reproducer": "python train.py"})
+                await call(
+                    "start_investigation", {"symptom": "loss is NaN", "reproducer": "grep -q 1e-3 train.py"}
+                )
             )["investigation_id"]
             if until == "investigating":
                 return str(iid)
@@ -65,7 +69,8 @@ def _drive(ws: Path, until: str) -> str:
                     "disproving_observation": "NaN persists with a low learning rate",
                 },
             )
-            await call("approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "go ahead"})
+            code = re.findall(r"One-time code: (\d{4}-\d{4})", codes[-1])[-1]  # what the person read
+            await call("approve_diagnosis", {"investigation_id": iid, "code": code})
             await call("begin_fix", {"investigation_id": iid, "description": "lower the learning rate"})
             return str(iid)
 
@@ -292,17 +297,18 @@ def test_cli_hook_subprocess_with_real_stdin(repo: Path) -> None:
         ("perl -pi -e 's/a/b/' m.py", ["m.py"]),
         ("ls &> /dev/null; pytest -q >/dev/null 2>&1", []),
         ('x=1 echo "a > b"', []),
-        ("cp a.py b.py", ["b.py"]),
-        ("mv a.py b.py", ["a.py", "b.py"]),
+        ("cp a.py b.py", ["b.py", "b.py/a.py"]),
+        ("mv a.py b.py", ["b.py", "b.py/a.py", "a.py"]),
         ("sudo rm -rf build", ["build"]),
         ("git checkout -- model.py", ["model.py"]),
-        ("git apply fix.patch", [""]),
+        ("git apply fix.patch", ["*"]),
         ("dd if=/dev/zero of=blob.bin", ["blob.bin"]),
         ("ls\ntouch new.py", ["new.py"]),
         ("git log --oneline | head", []),
-        ("cd src && echo x > ../train.py", ["train.py"]),
-        ("cd /tmp; touch a.py", ["/tmp/a.py"]),
+        ("cd src && echo x > ../train.py", ["../train.py", "train.py"]),
+        ("cd /tmp; touch a.py", ["/tmp/a.py", "a.py"]),
     ],
 )
 def test_shell_write_detection(command: str, targets: list[str]) -> None:
-    assert shell_write_targets(command) == targets
+    # A folder that may or may not be entered (`cd X;`) yields both places; both are gated.
+    assert sorted(set(shell_write_targets(command))) == sorted(set(targets))

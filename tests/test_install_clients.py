@@ -52,6 +52,20 @@ EXPECTED = {
 }
 
 
+APPROVAL_FILES = {
+    "claude-code": {"project": "proj/.claude/settings.json", "user": "home/.claude/settings.json"},
+    "cursor": {"project": "proj/.cursor/hooks.json", "user": "home/.cursor/hooks.json"},
+    "vscode": {"project": "proj/.vscode/settings.json", "user": ""},
+}
+APPROVAL_CHECK = {
+    "claude-code": lambda d: d["permissions"]["ask"] == ["mcp__trainsleuth__approve_diagnosis"],
+    "cursor": lambda d: (
+        list(d["hooks"]) == ["beforeMCPExecution"] and d["hooks"]["beforeMCPExecution"][0]["failClosed"]
+    ),
+    "vscode": lambda d: d["chat.tools.eligibleForAutoApproval"] == {"trainsleuth/approve_diagnosis": False},
+}
+
+
 @pytest.mark.parametrize(("client", "scope", "os_name"), sorted(EXPECTED))
 def test_fresh_install_writes_the_clients_own_file(
     tmp_path: Path, client: str, scope: str, os_name: str
@@ -67,8 +81,19 @@ def test_fresh_install_writes_the_clients_own_file(
     )
     result = apply_plan(plan)
     target = tmp_path / EXPECTED[(client, scope, os_name)]
-    assert result.written == [target]
+    assert result.written[0] == target
     assert result.backups == []
+    # Clients with a per-tool permission setting are told to ask before approve_diagnosis.
+    if client in APPROVAL_FILES:
+        approval = (
+            tmp_path / APPROVAL_FILES[client][scope if os_name == "linux" or scope == "project" else "user"]
+        )
+        if client == "vscode" and scope == "user":
+            approval = target.parent / "settings.json"
+        assert result.written[1:] == [approval], result.written
+        assert APPROVAL_CHECK[client](json.loads(approval.read_text()))
+    else:
+        assert result.written == [target]
     data = json.loads(target.read_text())
     key = "servers" if client == "vscode" else "mcpServers"
     entry = data[key]["trainsleuth"]
@@ -181,13 +206,14 @@ def test_claude_code_hooks_merge_with_existing_hooks(tmp_path: Path) -> None:
         plan_install("claude-code", project=project, with_hooks=True, platform=platform, launcher=LAUNCHER)
     )
     data = json.loads(settings.read_text())
-    assert data["permissions"] == {"allow": ["Bash(ls)"]}
+    assert data["permissions"] == {"allow": ["Bash(ls)"], "ask": ["mcp__trainsleuth__approve_diagnosis"]}
     groups = data["hooks"]["PreToolUse"]
     assert groups[0] == mine
     assert groups[1]["matcher"] == "Edit|Write|MultiEdit|NotebookEdit|Bash|mcp__.*"
     assert groups[1]["hooks"][0]["type"] == "command"
     # The command is one shell string; the path with a space is quoted.
-    assert groups[1]["hooks"][0]["command"] == "'/opt/ts venv/bin/trainsleuth' hook claude-code"
+    # `|| exit 2`: a gate that cannot run blocks the call (Claude Code lets other exit codes through).
+    assert groups[1]["hooks"][0]["command"] == "'/opt/ts venv/bin/trainsleuth' hook claude-code || exit 2"
     again = apply_plan(
         plan_install("claude-code", project=project, with_hooks=True, platform=platform, launcher=LAUNCHER)
     )
@@ -199,7 +225,10 @@ def test_claude_code_hooks_merge_with_existing_hooks(tmp_path: Path) -> None:
         plan_install("claude-code", project=project, with_hooks=True, platform=platform, launcher=moved)
     )
     groups = json.loads(settings.read_text())["hooks"]["PreToolUse"]
-    assert len(groups) == 2 and groups[1]["hooks"][0]["command"] == "/new/bin/trainsleuth hook claude-code"
+    assert (
+        len(groups) == 2
+        and groups[1]["hooks"][0]["command"] == "/new/bin/trainsleuth hook claude-code || exit 2"
+    )
 
 
 def test_cursor_hooks_file(tmp_path: Path) -> None:
@@ -216,6 +245,7 @@ def test_cursor_hooks_file(tmp_path: Path) -> None:
     for event in ("preToolUse", "beforeShellExecution", "beforeMCPExecution"):
         (entry,) = data["hooks"][event]
         assert entry["command"] == expected_cmd
+        assert entry["failClosed"] is True  # a crashed or timed-out gate blocks the call
     assert "Write" in data["hooks"]["preToolUse"][0]["matcher"]
     assert json.loads((platform.home / ".cursor" / "mcp.json").read_text())["mcpServers"]["trainsleuth"]
 

@@ -156,7 +156,9 @@ async def test_restart_marks_running_job_interrupted_and_removes_its_worktrees(t
     workspace = tmp_path / "ws"
     history = make_history(workspace / "repo", 30, 12)
     before = tree_digest(history.path)
-    state = workspace / ".trainsleuth" / "state.db"
+    from trainsleuth.protocol.store import default_state_path
+
+    state = default_state_path(workspace)  # where the server keeps the workspace's state
     marker = tmp_path / "worktree-path"
     command = f"pwd > {marker}; sleep 300"
     owner = subprocess.Popen(

@@ -211,7 +211,7 @@ def test_suggest_for_symptom_mixes_constraints_catalog_and_checklists(workspace:
     write_knowledge(workspace)
     out = suggest_for_symptom(workspace, "job hangs at a barrier during checkpoint save on rank 0", limit=8)
     assert 1 <= len(out) <= 8
-    assert set(out[0]) == {"kind", "id", "title", "pointer", "score"}
+    assert set(out[0]) == {"kind", "id", "title", "pointer", "score", "why"}  # why: the domain signal
     kinds = {o["kind"] for o in out}
     assert {"constraint", "failure_mode"} <= kinds and kinds <= {"constraint", "failure_mode", "checklist"}
     assert any(

@@ -91,7 +91,8 @@ async def test_lookup_constraints_tool(workspace: Path) -> None:
     assert "lookup_constraints" not in registry.placeholders
     async with Client(server) as client:
         tool = {t.name: t for t in (await client.list_tools()).tools}["lookup_constraints"]
-        assert tool.annotations.read_only_hint is True and tool.annotations.open_world_hint is False
+        # It records evidence when given investigation_id, so it is not read-only; it stays offline.
+        assert not tool.annotations.read_only_hint and tool.annotations.open_world_hint is False
 
         r = await client.call_tool(
             "lookup_constraints", {"query": "replicas disagree, frozen weights differ per rank", "limit": 6}

@@ -6,6 +6,9 @@ fault cases); the subprocess/CLI path is covered by tests/test_probe_cli.py.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +148,112 @@ def test_rule_zero_gradient_or_unexplained_partial_is_not_reported() -> None:
         ]
     )
     assert [f for f in _ts_probe_rules.analyze(stats) if f["code"] == "params_not_updated"] == []
+
+
+# ---------------------------------------------------------------------------------------- issue 17.5
+
+
+class _TwoInputModel(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = torch.nn.Linear(6, 16)
+        self.act = torch.nn.ReLU()
+        self.head = torch.nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.act(self.enc(x)))
+
+
+def test_step_fn_with_several_tuple_batches_does_not_crash() -> None:
+    torch.manual_seed(0)
+    model = _TwoInputModel()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step_fn(m: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    batches = [(torch.randn(32, 6), torch.randint(0, 3, (32,))) for _ in range(3)]
+    stats = probe_runner.drive(
+        {"model": model, "batches": batches, "optimizer": opt, "step_fn": step_fn}, 4, _ts_probe_core, torch
+    )
+    assert stats["steps"] == 4 and stats["internal_errors"] == []
+    # the other batches got forward-only passes, calling the model the way step_fn did: model(x)
+    relu = next(m for m in stats["modules"] if m["name"] == "act")
+    assert relu["act_obs"] == 32 * 4 + 32 * 2
+    assert not any("forward-only" in n for n in stats["notes"])
+
+
+def test_nonfinite_params_are_measured_during_the_forward_pass_and_the_moment_named() -> None:
+    torch.manual_seed(0)
+    model = _TwoInputModel()
+    with torch.no_grad():
+        model.enc.weight[0, 0] = float("nan")  # a checkpoint that already holds a NaN weight
+    contract = {
+        "model": model,
+        "batches": [(torch.randn(8, 6), torch.randint(0, 3, (8,)))],
+        "loss_fn": lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]),
+        "optimizer": torch.optim.SGD(model.parameters(), lr=0.1),
+    }
+    stats = probe_runner.drive(contract, 3, _ts_probe_core, torch)
+    (f,) = [f for f in _ts_probe_rules.analyze(stats) if f["code"] == "nonfinite_forward"]
+    assert f["module"] == "enc"
+    assert f["evidence"]["nonfinite_params_before_step"] == ["enc.weight"]
+    assert "before its optimizer step" in f["evidence"]["nonfinite_params_before_step_measured"]
+    assert "already non-finite during that forward pass" in f["message"]
+    assert "stopped after probe step 0" in stats["stopped"]
+
+
+def test_text_output_carries_what_the_json_says() -> None:
+    from trainsleuth.tools.probe.report import ProbeReport, render_report, to_findings
+
+    stats = probe(EXAMPLES / "broken_loss_zero_division.py", "broken")
+    contract = _ts_entrypoint.load_contract(f"{EXAMPLES / 'broken_loss_zero_division.py'}:broken")
+    raw = probe_runner.drive(contract, 8, _ts_probe_core, torch)
+    notes = list(raw["notes"])
+    findings = to_findings(_ts_probe_rules.analyze(raw, notes))
+    report = ProbeReport(
+        entrypoint="x.py:broken",
+        interpreter=sys.executable,
+        steps=raw["steps"],
+        mode=raw["mode"],
+        findings=findings,
+        losses=raw["losses"],
+        requested_steps=8,
+        stopped=raw["stopped"],
+        notes=notes,
+    )
+    text = render_report(report)
+    assert stats and "of 8 step(s)" in text and "Stopped early: stopped after probe step" in text
+    assert "created in: loss function" in text
+    assert "failure modes:" in text
+    assert "Note: In loss_fn mode" in text
+    from trainsleuth.tools.probe.report import finding_lines
+
+    stale = to_findings(probe(EXAMPLES / "broken_no_zero_grad.py", "broken"))
+    block = "\n".join(line for f in stale for line in finding_lines(f))
+    assert "fix: call optimizer.zero_grad()" in block
+
+
+def test_cli_json_error_carries_the_full_traceback(tmp_path: Path) -> None:
+    (tmp_path / "entry.py").write_text(
+        "import torch\n"
+        "def loss(m, b):\n"
+        "    raise RuntimeError('shape mismatch in my_loss_helper')\n"
+        "def make():\n"
+        "    return {'model': torch.nn.Linear(2, 1), 'batch': torch.randn(4, 2), 'loss_fn': loss}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainsleuth", "probe", "entry.py:make", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    err = json.loads(proc.stdout)["error"]
+    assert err["kind"] == "step_raised"
+    assert 'entry.py", line 3, in loss' in err["traceback"] and "my_loss_helper" in err["traceback"]

@@ -38,8 +38,10 @@ def _train(run_dir: Path | None, every: int, steps: int = 12, with_opt: bool = T
         opt.zero_grad()
         loss.backward()
         opt.step()
+        model.eval()
         with torch.no_grad():
             model(x)  # an evaluation forward inside the loop is not a step
+        model.train()
         if handle is not None:
             handle.record_loss(loss)
     if handle is not None:
@@ -102,3 +104,41 @@ def test_read_probe_run_trends_catch_a_rising_loss(tmp_path: Path) -> None:
     report = read_probe_run(run)
     assert any(f.code == "loss_diverging" for f in report.findings)
     assert report.skipped_lines == 1 and report.steps_recorded == 30
+
+
+def test_every_step_numbers_start_at_zero_and_carry_update_ratios(tmp_path: Path) -> None:
+    _train(tmp_path / "run", every=1, steps=9)
+    lines = [json.loads(x) for x in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == list(range(len(lines)))
+    assert len(lines) >= 8
+    measured = [r["step"] for r in lines if r["median_update_ratio"] is not None]
+    assert (
+        measured
+        and measured[0] == 0
+        and all(isinstance(r["median_update_ratio"], float) for r in lines if r["step"] in measured)
+    )
+
+
+def test_no_grad_forward_in_training_mode_is_dropout_in_eval(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    handle = trainsleuth.probe.attach(model, opt, every=1, run_dir=tmp_path / "run")
+    x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+    for _ in range(3):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():  # "validation" without model.eval()
+        model(x)
+    handle.close()
+    report = read_probe_run(tmp_path / "run")
+    hits = [f for f in report.findings if f.code == "dropout_in_eval"]
+    assert hits and hits[0].severity == "warning" and hits[0].evidence["modules"] == ["2"]
+    model.eval()  # the same evaluation done right is not reported
+    handle = trainsleuth.probe.attach(model, opt, every=1, run_dir=tmp_path / "run2")
+    with torch.no_grad():
+        model(x)
+    handle.close()
+    assert not [f for f in read_probe_run(tmp_path / "run2").findings if f.code == "dropout_in_eval"]

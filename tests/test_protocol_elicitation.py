@@ -9,11 +9,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp import Client
-from test_protocol_helpers import Driver, make_repo
+from test_protocol_helpers import Driver, make_repo, server_with_person, text_of
 
 from trainsleuth.protocol.gate import edit_gate_status
-from trainsleuth.server.app import build_server
-from trainsleuth.server.context import ServerConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -32,8 +30,11 @@ def answering(action: str, content: dict[str, Any] | None = None, seen: list[str
     return callback
 
 
+REPRO = "grep -q '^lr = 1$' train.py"
+
+
 async def _submitted(d: Driver, confidence: float = 0.9) -> tuple[str, str]:
-    iid = await d.start(reproducer="true")
+    iid = await d.start(reproducer=REPRO)
     ev = await d.evidence(iid)
     out = await d.ok("submit_diagnosis", d.diagnosis(iid, ev, confidence=confidence))
     return iid, str(out["diagnosis"]["id"])
@@ -42,7 +43,7 @@ async def _submitted(d: Driver, confidence: float = 0.9) -> tuple[str, str]:
 @pytest.mark.parametrize("mode", MODES)
 async def test_elicitation_accept_approves(tmp_path: Path, mode: str) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, _ = server_with_person(ws)
     seen: list[str] = []
     cb = answering("accept", {"decision": "approve", "comment": "makes sense", "name": "Ann"}, seen)
     async with Client(server, mode=mode, elicitation_callback=cb) as c:
@@ -68,7 +69,7 @@ async def test_elicitation_accept_approves(tmp_path: Path, mode: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 async def test_elicitation_reject_with_comment_goes_back_to_hypotheses(tmp_path: Path, mode: str) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, _ = server_with_person(ws)
     cb = answering("accept", {"decision": "reject", "comment": "look at the data loader first"})
     async with Client(server, mode=mode, elicitation_callback=cb) as c:
         d = Driver(c)
@@ -83,7 +84,7 @@ async def test_elicitation_reject_with_comment_goes_back_to_hypotheses(tmp_path:
 @pytest.mark.parametrize("mode", MODES)
 async def test_elicitation_decline_rejects(tmp_path: Path, mode: str) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, _ = server_with_person(ws)
     async with Client(server, mode=mode, elicitation_callback=answering("decline")) as c:
         d = Driver(c)
         iid, _ = await _submitted(d)
@@ -95,7 +96,7 @@ async def test_elicitation_decline_rejects(tmp_path: Path, mode: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 async def test_elicitation_cancel_leaves_it_awaiting_approval(tmp_path: Path, mode: str) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, _ = server_with_person(ws)
     async with Client(server, mode=mode, elicitation_callback=answering("cancel")) as c:
         d = Driver(c)
         iid, diag_id = await _submitted(d)
@@ -112,7 +113,7 @@ async def test_elicitation_cancel_leaves_it_awaiting_approval(tmp_path: Path, mo
 @pytest.mark.parametrize("mode", MODES)
 async def test_low_confidence_is_not_put_to_the_person_before_review(tmp_path: Path, mode: str) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, _ = server_with_person(ws)
     seen: list[str] = []
     cb = answering("accept", {"decision": "approve"}, seen)
     async with Client(server, mode=mode, elicitation_callback=cb) as c:
@@ -134,48 +135,70 @@ async def test_low_confidence_is_not_put_to_the_person_before_review(tmp_path: P
         assert "Critical review: CONFIRMED" in seen[0]
 
 
-async def test_fallback_without_elicitation_needs_approver_and_words(tmp_path: Path) -> None:
+async def test_without_elicitation_the_person_gives_a_one_time_code(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, person = server_with_person(ws)
     async with Client(server) as c:  # declares no elicitation capability
-        d = Driver(c)
-        iid, _ = await _submitted(d)
-        await d.refused("approve_diagnosis", {"investigation_id": iid}, "approver", "words")
-        await d.refused("approve_diagnosis", {"investigation_id": iid, "approver": "Ann"}, "missing: words")
-        await d.refused(
-            "approve_diagnosis", {"investigation_id": iid, "approver": " ", "words": "ok"}, "approver"
-        )
+        d = Driver(c, person)
+        iid, diag_id = await _submitted(d)
+        # The server showed the person the diagnosis and a code at submission, on its own channel only.
+        assert len(person.seen) == 1 and diag_id in person.seen[0] and "learning rate 10" in person.seen[0]
+        code = person.code()
+        for args in (
+            {"investigation_id": iid},
+            {"investigation_id": iid, "approver": "Ann Lee", "words": "Yes, fix the lr."},
+        ):
+            r = await c.call_tool("approve_diagnosis", args)
+            assert r.is_error and "one-time code" in text_of(r) and code not in text_of(r)
+        await d.refused("approve_diagnosis", {"investigation_id": iid, "code": "1234-5678"}, "wrong")
+        code = person.code()  # each call without a code showed a fresh one
         out = await d.ok(
-            "approve_diagnosis", {"investigation_id": iid, "approver": "Ann Lee", "words": "Yes, fix the lr."}
+            "approve_diagnosis",
+            {"investigation_id": iid, "code": code, "approver": "Ann Lee", "words": "Yes, fix the lr."},
         )
-        assert out["path"] == "approve_diagnosis" and out["phase"] == "approved"
+        assert out["path"] == "one_time_code" and out["phase"] == "approved"
         approval = out["diagnosis"]["approval"]
-        assert approval == {
-            **approval,
-            "approver": "Ann Lee",
-            "words": "Yes, fix the lr.",
-            "decision": "approve",
-        }
+        assert approval["approver"] == "Ann Lee" and approval["words"] == "Yes, fix the lr."
+        assert "one-time code shown on" in approval["channel"] and approval["decision"] == "approve"
         inv = await d.get(iid)
         ev = next(e for e in inv["timeline"] if e["kind"] == "diagnosis_approved")
-        assert ev["data"]["path"] == "approve_diagnosis" and ev["data"]["approver"] == "Ann Lee"
+        assert ev["data"]["path"] == "one_time_code" and ev["data"]["approver"] == "Ann Lee"
+        # A used code does not work twice, and nothing in any result ever carried it.
+        assert all(code not in str(e) for e in inv["timeline"])
+        text = text_of(await c.call_tool("get_investigation", {"investigation_id": iid}))
+        assert "approved by Ann Lee via one time code" in text
 
 
-async def test_elicitation_only_refuses_the_fallback(tmp_path: Path) -> None:
+async def test_a_rejection_needs_no_code(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws], elicitation_only=True))
+    server, _, person = server_with_person(ws)
     async with Client(server) as c:
-        d = Driver(c)
+        d = Driver(c, person)
         iid, _ = await _submitted(d)
-        await d.refused(
-            "approve_diagnosis",
-            {"investigation_id": iid, "approver": "Ann", "words": "ok"},
-            "only through elicitation",
+        out = await d.ok(
+            "approve_diagnosis", {"investigation_id": iid, "decision": "reject", "words": "check the data"}
         )
+        assert out["decision"] == "reject" and out["phase"] == "hypotheses"
+
+
+async def test_elicitation_only_is_kept_in_the_workspace_state(tmp_path: Path) -> None:
+    ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
+    server, _, person = server_with_person(ws, elicitation_only=True)
+    async with Client(server) as c:
+        d = Driver(c, person)
+        iid, _ = await _submitted(d)
+        assert person.seen == []  # no code is offered where codes are not accepted
+        await d.refused("approve_diagnosis", {"investigation_id": iid}, "only through elicitation")
         assert (await d.get(iid))["phase"] == "diagnosis"
-    # The same server state, approved through elicitation by a capable client.
+    # A second server on the same workspace, started WITHOUT the flag, still refuses the fallback.
+    plain, _, person2 = server_with_person(ws)
+    async with Client(plain) as c:
+        d = Driver(c, person2)
+        await d.refused("approve_diagnosis", {"investigation_id": iid}, "only through elicitation")
+        assert person2.seen == []
+    # The same state, approved through elicitation by a capable client.
     cb = answering("accept", {"decision": "approve", "name": "Ann"})
-    async with Client(server, elicitation_callback=cb) as c:
+    async with Client(plain, elicitation_callback=cb) as c:
         d = Driver(c)
         out = await d.ok("approve_diagnosis", {"investigation_id": iid})
         assert out["path"] == "elicitation" and out["phase"] == "approved"

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from test_protocol_helpers import Driver, make_repo, text_of
+from test_protocol_helpers import Driver, make_repo, server_with_person, text_of
 
 from trainsleuth.protocol.ledger import record_tool_evidence
-from trainsleuth.server.app import build_server
-from trainsleuth.server.context import ServerConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -21,9 +20,9 @@ REPRO = "grep -q '^lr = 1$' train.py"
 
 async def test_full_pathway_end_to_end(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": TRAIN})
-    server, registry = build_server(ServerConfig(workspaces=[ws]))
+    server, registry, person = server_with_person(ws)
     async with Client(server) as c:
-        d = Driver(c)
+        d = Driver(c, person)
         started = await d.ok(
             "start_investigation",
             {
@@ -109,10 +108,8 @@ async def test_full_pathway_end_to_end(tmp_path: Path) -> None:
         assert rej["decision"] == "reject" and rej["phase"] == "hypotheses"
 
         diag = await d.ok("submit_diagnosis", d.diagnosis(iid, ev, confidence=0.95))
-        approved = await d.ok(
-            "approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "approved"}
-        )
-        assert approved["path"] == "approve_diagnosis" and approved["phase"] == "approved"
+        approved = await d.approve(iid, words="approved")
+        assert approved["path"] == "one_time_code" and approved["phase"] == "approved"
         assert approved["diagnosis"]["approval"]["words"] == "approved"
 
         await d.ok("begin_fix", {"investigation_id": iid, "description": "lr back to 1"})
@@ -151,7 +148,7 @@ async def test_full_pathway_end_to_end(tmp_path: Path) -> None:
              "no_knowledge_reason": "lr sensitivity is already constraint 3"},
         )  # fmt: skip
         rca = Path(closed["rca_path"])
-        assert rca.parent == ws / "docs" / "rca" and closed["phase"] == "closed"
+        assert rca.parent == ws / ".trainsleuth" / "rca" and closed["phase"] == "closed"
         text = rca.read_text()
         for section in ("## Problem", "## Root causes (ranked)", "## Fixes", "## Verification", "## Lessons"):
             assert section in text
@@ -163,9 +160,9 @@ async def test_full_pathway_end_to_end(tmp_path: Path) -> None:
 
 async def test_resources_and_prompts(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": TRAIN})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, person = server_with_person(ws)
     async with Client(server) as c:
-        d = Driver(c)
+        d = Driver(c, person)
         iid = await d.start(reproducer=REPRO)
         ev = await d.evidence(iid, "grad norm 1e9 at step 2")
         await d.ok("submit_diagnosis", d.diagnosis(iid, ev, confidence=0.6))
@@ -201,15 +198,15 @@ async def test_resources_and_prompts(tmp_path: Path) -> None:
 
 async def test_analysis_tool_results_become_citable_evidence(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": TRAIN})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, person = server_with_person(ws)
     async with Client(server) as c:
-        d = Driver(c)
+        d = Driver(c, person)
         iid = await d.start(reproducer=REPRO)
         out = await d.ok(
             "lookup_constraints", {"query": "loss NaN learning rate too high", "investigation_id": iid}
         )
         ev = out["evidence_id"]
-        assert ev and ev.startswith("ev-")
+        assert ev and re.fullmatch(r"e\d+", ev)
         inv = await d.get(iid)
         item = next(e for e in inv["evidence"] if e["id"] == ev)
         assert item["source"] == "lookup_constraints"

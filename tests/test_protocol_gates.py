@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from test_protocol_helpers import Driver, make_repo
+from test_protocol_helpers import Driver, make_repo, server_with_person
 
 from trainsleuth.protocol.gate import edit_gate_status
 from trainsleuth.protocol.store import default_state_path
-from trainsleuth.server.app import build_server
-from trainsleuth.server.context import ServerConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -22,9 +20,9 @@ REPRO = "grep -q '^lr = 1$' train.py"
 
 async def test_adversary_tries_to_skip_every_gate(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, person = server_with_person(ws)
     async with Client(server) as c:
-        d = Driver(c)
+        d = Driver(c, person)
         iid = await d.start(reproducer=REPRO, pathway="full")
         other = await d.start(symptom="another problem")
         other_ev = await d.evidence(other, "belongs to the other investigation")
@@ -122,19 +120,21 @@ async def test_adversary_tries_to_skip_every_gate(tmp_path: Path) -> None:
         await d.ok("submit_diagnosis", d.diagnosis(iid, ev, confidence=0.85))
         await d.refused("begin_fix", fix, "approve_diagnosis")
         assert not edit_gate_status(ws).allowed
-        await d.ok("approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "go"})
+        # Approver and words alone are no proof that a person approved.
+        await d.refused(
+            "approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "go"}, "one-time code"
+        )
+        await d.refused("approve_diagnosis", {"investigation_id": iid, "code": "0000-0000"}, "wrong")
+        await d.approve(iid)
         await d.refused("verify_fix", {"investigation_id": iid}, "begin_fix")
         await d.refused("capture_knowledge", {"investigation_id": iid, "lessons": ["x"]}, "verify_fix")
-        await d.refused(
-            "approve_diagnosis", {"investigation_id": iid, "approver": "me", "words": "again"}, "begin_fix"
-        )
+        await d.refused("approve_diagnosis", {"investigation_id": iid, "code": person.code()}, "begin_fix")
 
         # Fixing: one attempt at a time; no moving the goalposts mid-attempt.
         await d.ok("begin_fix", fix)
         await d.refused("begin_fix", fix, "already active", "verify_fix")
         await d.refused("submit_diagnosis", d.diagnosis(iid, ev), "verify_fix")
         await d.refused("propose_hypotheses", {"investigation_id": iid, "hypotheses": hyps}, "verify_fix")
-        await d.refused("begin_fix", {**fix, "reproducer": "true"}, "already active")
         assert await phase() == "fixing"
 
         # Unknown ids are refused plainly.
@@ -149,18 +149,23 @@ async def test_adversary_tries_to_skip_every_gate(tmp_path: Path) -> None:
         assert all(e["data"]["next_step"] for e in refusals)
 
 
-async def test_reproducer_cannot_be_swapped_during_the_investigation(tmp_path: Path) -> None:
+async def test_the_reproducer_belongs_to_the_diagnosis(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, person = server_with_person(ws)
     async with Client(server) as c:
-        d = Driver(c)
+        d = Driver(c, person)
         iid = await d.start(reproducer=REPRO)
         await d.approved(iid)
-        await d.refused(
-            "begin_fix",
-            {"investigation_id": iid, "description": "x", "reproducer": "true"},
-            "already recorded",
+        # begin_fix takes no reproducer (the argument is refused or ignored): the approved one runs.
+        r = await c.call_tool(
+            "begin_fix", {"investigation_id": iid, "description": "x", "reproducer": "true"}
         )
+        if r.is_error:
+            await d.ok("begin_fix", {"investigation_id": iid, "description": "x"})
+        v = await d.ok("verify_fix", {"investigation_id": iid})
+        assert not v["passed"] and v["attempt"]["exit_code"] == 1
+        inv = await d.get(iid)
+        assert inv["diagnoses"][-1]["reproducer"] == REPRO and REPRO in person.seen[-1]
 
 
 def _digest(path: Path) -> str:
@@ -173,10 +178,10 @@ async def test_edit_gate_follows_the_phase_and_never_writes(tmp_path: Path) -> N
     assert status.allowed and status.investigation_id is None
     assert not (ws / ".trainsleuth").exists()  # no database: allowed, and nothing created
 
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, person = server_with_person(ws)
     db = default_state_path(ws)
     async with Client(server) as c:
-        d = Driver(c)
+        d = Driver(c, person)
         iid = await d.start(reproducer=REPRO)
         status = edit_gate_status(ws)
         assert not status.allowed and status.investigation_id == iid
@@ -184,7 +189,7 @@ async def test_edit_gate_follows_the_phase_and_never_writes(tmp_path: Path) -> N
         ev = await d.evidence(iid)
         await d.ok("submit_diagnosis", d.diagnosis(iid, ev))
         assert not edit_gate_status(ws).allowed
-        await d.ok("approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "go"})
+        await d.approve(iid)
         status = edit_gate_status(ws)
         assert not status.allowed and "begin_fix" in status.next_step
         await d.ok("begin_fix", {"investigation_id": iid, "description": "lr 1"})
@@ -208,13 +213,14 @@ async def test_edit_gate_follows_the_phase_and_never_writes(tmp_path: Path) -> N
         ).allowed  # another tree's investigations
 
 
-async def test_edit_gate_without_protocol_tables_and_with_a_broken_database(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    (ws / ".trainsleuth").mkdir(parents=True)
-    db = default_state_path(ws)
+def test_edit_gate_without_protocol_tables_and_with_a_broken_database(tmp_path: Path) -> None:
     import sqlite3
 
-    with sqlite3.connect(db) as conn:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = default_state_path(ws)
+    db.parent.mkdir(parents=True)
+    with sqlite3.connect(db) as conn:  # a store other components (jobs) use, no investigations ever
         conn.execute("CREATE TABLE other (x)")
     assert edit_gate_status(ws).allowed
     db.unlink()

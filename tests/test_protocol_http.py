@@ -8,9 +8,8 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from mcp import Client
 from test_protocol_helpers import Driver, make_repo
-from test_server_http import http_server
+from test_server_http import http_client, http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -27,10 +26,10 @@ async def test_elicitation_approval_over_http_on_both_revisions(tmp_path: Path) 
 
     with http_server(ws) as port:
         for mode, version in (("legacy", "2025-11-25"), ("auto", "2026-07-28")):
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode, elicitation_callback=approve) as c:
+            async with http_client(port, mode=mode, elicitation_callback=approve) as c:
                 assert c.protocol_version == version
                 d = Driver(c)
-                iid = await d.start(reproducer="true")
+                iid = await d.start(reproducer="grep -q '^lr = 1$' train.py")
                 ev = await d.evidence(iid)
                 await d.ok("submit_diagnosis", d.diagnosis(iid, ev))
                 out = await d.ok(

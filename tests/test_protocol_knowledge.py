@@ -9,11 +9,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp import Client
-from test_protocol_helpers import Driver, make_repo, text_of
+from test_protocol_helpers import Driver, make_repo, server_with_person, text_of
 
 from trainsleuth.protocol.gate import edit_gate_status
-from trainsleuth.server.app import build_server
-from trainsleuth.server.context import ServerConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -49,9 +47,9 @@ async def test_capture_constraint_and_fix_pattern(tmp_path: Path) -> None:
     ws = make_repo(
         tmp_path / "ws", {"train.py": "lr = 10\n", ".agents/knowledge/constraints.md": CONSTRAINTS}
     )
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
+    server, _, person = server_with_person(ws)
     async with Client(server) as c:
-        d = Driver(c)
+        d = Driver(c, person)
         started = await d.ok(
             "start_investigation", {"symptom": "loss becomes NaN after raising the learning rate for SGD"}
         )
@@ -124,9 +122,9 @@ async def test_capture_constraint_and_fix_pattern(tmp_path: Path) -> None:
 
 async def test_abandoning_an_unresolved_investigation_needs_the_person(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
-    server, _ = build_server(ServerConfig(workspaces=[ws]))
-    async with Client(server) as c:  # no elicitation: approver and words
-        d = Driver(c)
+    server, _, person = server_with_person(ws)
+    async with Client(server) as c:  # no elicitation: the person's one-time code
+        d = Driver(c, person)
         iid = await d.start(reproducer=REPRO)
         args = {
             "investigation_id": iid,
@@ -134,15 +132,19 @@ async def test_abandoning_an_unresolved_investigation_needs_the_person(tmp_path:
             "abandon_reason": "the problem went away with the new data",
         }
         await d.refused("capture_knowledge", {"investigation_id": iid, "abandon": True}, "reason")
-        await d.refused("capture_knowledge", args, "approver", "words")
+        await d.refused("capture_knowledge", {**args, "approver": "Ann", "words": "drop it"}, "one-time code")
+        assert "abandon" in person.seen[-1] and "went away" in person.seen[-1]
         await d.approved(iid)
         await d.ok("begin_fix", {"investigation_id": iid, "description": "lr 1"})
-        await d.refused("capture_knowledge", {**args, "approver": "Ann", "words": "drop it"}, "verify_fix")
+        await d.refused("capture_knowledge", {**args, "code": "1111-2222"}, "verify_fix")
         (ws / "train.py").write_text("lr = 3\n")
         await d.ok("verify_fix", {"investigation_id": iid, "revert": True})
         assert not edit_gate_status(ws).allowed
-        out = await d.ok("capture_knowledge", {**args, "approver": "Ann", "words": "drop it"})
-        assert out["phase"] == "abandoned" and out["abandoned"]["path"] == "capture_knowledge"
+        await d.refused("capture_knowledge", args, "one-time code")
+        out = await d.ok(
+            "capture_knowledge", {**args, "code": person.code(), "approver": "Ann", "words": "drop it"}
+        )
+        assert out["phase"] == "abandoned" and out["abandoned"]["path"] == "one_time_code"
         assert "Abandoned unresolved" in Path(out["rca_path"]).read_text()
         assert edit_gate_status(ws).allowed
         inv = await d.get(iid)
@@ -153,10 +155,10 @@ async def test_abandoning_an_unresolved_investigation_needs_the_person(tmp_path:
 
     answers = iter(["keep open", "abandon"])
 
-    async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def decide(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"decision": next(answers), "name": "Bo"})
 
-    async with Client(server, elicitation_callback=person) as c:
+    async with Client(server, elicitation_callback=decide) as c:
         d = Driver(c)
         iid = await d.start(reproducer=REPRO)
         args = {
@@ -166,5 +168,7 @@ async def test_abandoning_an_unresolved_investigation_needs_the_person(tmp_path:
         }
         await d.refused("capture_knowledge", args, "keep the investigation open")
         assert (await d.get(iid))["phase"] == "investigating"
-        out = await d.ok("capture_knowledge", {**args, "approver": "bot", "words": "ignored"})
+        out = await d.ok(
+            "capture_knowledge", {**args, "approver": "bot", "words": "ignored"}
+        )  # the person is asked
         assert out["abandoned"]["path"] == "elicitation" and out["abandoned"]["approver"] == "Bo"

@@ -11,7 +11,8 @@ import mcp_types as types
 import psutil
 import pytest
 from mcp import Client
-from test_protocol_helpers import Driver, make_repo, stdio_params
+from mcp.client.stdio import stdio_client
+from test_protocol_helpers import Driver, TerminalPerson, make_repo, stdio_params
 
 from trainsleuth.protocol.gate import edit_gate_status
 
@@ -35,41 +36,51 @@ def _server_processes(ws: Path) -> list[psutil.Process]:
 async def test_restart_mid_investigation_over_stdio(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n", "model.py": "layers = 2\n"})
     killed = False
+    errlog = tmp_path / "server-stderr.txt"
     try:
-        async with Client(stdio_params(ws)) as c:
-            d = Driver(c)
-            iid = await d.start(reproducer=REPRO, pathway="full")
-            ev = await d.evidence(iid)
-            # Guarantee 1 and 2 over stdio.
-            await d.refused(
-                "begin_fix", {"investigation_id": iid, "description": "x"}, "no approved diagnosis"
-            )
-            await d.refused("submit_diagnosis", d.diagnosis(iid, ev, evidence_ids=[]), "evidence")
-            await d.refused("submit_diagnosis", d.diagnosis(iid, ev, disproving_observation=""), "disprove")
-            await d.full_hypotheses(iid, ev)
-            # Guarantee 3 over stdio.
-            await d.ok("submit_diagnosis", d.diagnosis(iid, ev, confidence=0.6))
-            await d.refused(
-                "approve_diagnosis", {"investigation_id": iid, "approver": "A", "words": "ok"}, "CONFIRMED"
-            )
-            await d.ok(
-                "record_review",
-                {
-                    "investigation_id": iid,
-                    "verdict": "CONFIRMED",
-                    "reviewer": "fresh agent",
-                    "reasoning": "holds",
-                },
-            )
-            await d.ok("approve_diagnosis", {"investigation_id": iid, "approver": "Ann", "words": "approved"})
-            await d.ok("begin_fix", {"investigation_id": iid, "description": "lr 1"})
-            procs = _server_processes(ws)
-            assert procs, "the stdio server process was not found"
-            for proc in procs:
-                proc.send_signal(signal.SIGKILL)
-            for proc in procs:
-                proc.wait(timeout=30)
-            killed = True
+        with errlog.open("w") as err:
+            async with Client(stdio_client(stdio_params(ws), errlog=err)) as c:
+                d = Driver(c, TerminalPerson(ws))
+                iid = await d.start(reproducer=REPRO, pathway="full")
+                ev = await d.evidence(iid)
+                # Guarantee 1 and 2 over stdio.
+                await d.refused(
+                    "begin_fix", {"investigation_id": iid, "description": "x"}, "no approved diagnosis"
+                )
+                await d.refused("submit_diagnosis", d.diagnosis(iid, ev, evidence_ids=[]), "evidence")
+                await d.refused(
+                    "submit_diagnosis", d.diagnosis(iid, ev, disproving_observation=""), "disprove"
+                )
+                await d.full_hypotheses(iid, ev)
+                # Guarantee 3 over stdio.
+                await d.ok("submit_diagnosis", d.diagnosis(iid, ev, confidence=0.6))
+                await d.refused(
+                    "approve_diagnosis",
+                    {"investigation_id": iid, "approver": "A", "words": "ok"},
+                    "CONFIRMED",
+                )
+                await d.ok(
+                    "record_review",
+                    {
+                        "investigation_id": iid,
+                        "verdict": "CONFIRMED",
+                        "reviewer": "fresh agent",
+                        "reasoning": "holds",
+                    },
+                )
+                # The person approves in their own terminal (`trainsleuth approve`); the server's stderr only
+                # says that a decision waits, never the code.
+                out = await d.approve(iid)
+                assert out["path"] == "terminal" and "pid" in out["diagnosis"]["approval"]["channel"]
+                assert "One-time code" not in errlog.read_text()
+                await d.ok("begin_fix", {"investigation_id": iid, "description": "lr 1"})
+                procs = _server_processes(ws)
+                assert procs, "the stdio server process was not found"
+                for proc in procs:
+                    proc.send_signal(signal.SIGKILL)
+                for proc in procs:
+                    proc.wait(timeout=30)
+                killed = True
     except Exception:
         # The client notices its server vanished; that is the point of this test.
         if not killed:
@@ -133,7 +144,9 @@ async def test_elicitation_only_server_over_stdio(tmp_path: Path) -> None:
         assert (ws / "train.py").read_text() == "lr = 10\n"
     async with Client(stdio_params(ws, "--elicitation-only")) as c:  # no elicitation: the fallback is refused
         d = Driver(c)
-        iid2 = await d.start(reproducer=REPRO)
+        iid2 = await d.start(
+            symptom="eval accuracy is stuck at chance", reproducer="grep -q '^lr = 2$' train.py"
+        )
         ev = await d.evidence(iid2)
         await d.ok("submit_diagnosis", d.diagnosis(iid2, ev))
         await d.refused(

@@ -42,18 +42,45 @@ def stdio_params(workspace: Path) -> StdioServerParameters:
     )
 
 
+# The MCP defaults of the hints; tools/list leaves out a hint equal to its default.
+HINT_DEFAULTS = {
+    "read_only_hint": False,
+    "destructive_hint": True,
+    "idempotent_hint": False,
+    "open_world_hint": True,
+}
+RUNS_USER_CODE = {
+    "probe_gradients", "check_distributed", "compare_precision", "diff_checkpoints", "bisect_commits",
+    "bisect_versions", "verify_fix",
+}  # fmt: skip
+REACHES_NETWORK = {"search_literature", "bisect_versions", "bisect_commits"}
+
+
 @pytest.mark.anyio
-async def test_every_spec_tool_is_listed_with_annotations(server) -> None:  # type: ignore[no-untyped-def]
+async def test_every_spec_tool_is_listed_with_honest_annotations(workspace: Path) -> None:
+    server, registry = build_server(ServerConfig(workspaces=[workspace]))
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) >= SPEC_TOOLS
         for tool in tools.values():
             ann = tool.annotations
             assert ann is not None, tool.name
-            for hint in ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"):
-                assert getattr(ann, hint) is not None, (tool.name, hint)
-            assert tool.output_schema is not None, tool.name
-            assert tool.description
+            chosen = registry.tools[tool.name].hints
+            assert set(chosen) == set(HINT_DEFAULTS), tool.name
+            for hint, default in HINT_DEFAULTS.items():
+                published = getattr(ann, hint)
+                # Published only where it differs from the default; the effective value is the chosen one.
+                assert (published if published is not None else default) == chosen[hint], (tool.name, hint)
+                assert published is None or published != default, (tool.name, hint)
+            assert tool.output_schema is None, tool.name
+            assert tool.description and len(tool.description) <= 120, tool.name
+            effective = {h: chosen[h] for h in HINT_DEFAULTS}
+            if tool.name in RUNS_USER_CODE:
+                assert effective["destructive_hint"] and not effective["read_only_hint"], tool.name
+            assert effective["open_world_hint"] == (tool.name in REACHES_NETWORK), tool.name
+            if "investigation_id" in tool.input_schema["properties"] and tool.name in ANALYSIS_TOOLS:
+                # Recording evidence writes state: no analysis tool may claim to be read-only.
+                assert not effective["read_only_hint"], tool.name
         for name in ANALYSIS_TOOLS:
             assert "investigation_id" in tools[name].input_schema["properties"], name
         assert client.instructions == INSTRUCTIONS
@@ -65,20 +92,25 @@ async def test_confinement_refusals_are_error_results(workspace: Path, tmp_path:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.log").write_text("loss 1\n")
+    (outside / "train.py").write_text("def make():\n    return {}\n")
     (workspace / "escape").symlink_to(outside)
     server, _ = build_server(ServerConfig(workspaces=[workspace]))
     async with Client(server) as client:
+        # Paths a tool writes in or runs code from must lie inside the workspace.
         cases = {
-            "../outside/secret.log": "outside the workspace",
-            "escape/secret.log": "symlink",
-            str(outside / "secret.log"): "outside the workspace",
-            "a\x00b": "null byte",
+            "../outside/train.py:make": "outside the workspace",
+            "escape/train.py:make": "symlink",
+            f"{outside / 'train.py'}:make": "outside the workspace",
         }
-        for path, why in cases.items():
-            result = await client.call_tool("analyze_training_log", {"path": path})
-            assert result.is_error, path
+        for entry, why in cases.items():
+            result = await client.call_tool("probe_gradients", {"entrypoint": entry})
+            assert result.is_error, entry
             text = result.content[0].text
-            assert "Refused by workspace policy" in text and why in text, (path, text)
+            assert "Refused by workspace policy" in text and why in text, (entry, text)
+            # The refusal says which --workspace would allow it.
+            assert f"--workspace {outside}" in text, text
+        result = await client.call_tool("analyze_training_log", {"path": "a\x00b"})
+        assert result.is_error and "null byte" in result.content[0].text
         result = await client.call_tool(
             "bisect_commits", {"repo": ".", "good": "--upload-pack=evil", "bad": "HEAD", "command": "true"}
         )

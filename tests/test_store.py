@@ -17,13 +17,24 @@ MIGRATIONS = [
 ]
 
 
-def test_state_folder_is_git_ignored_and_wal(workspace: Path) -> None:
+def test_state_lives_outside_the_workspace_private_and_wal(
+    workspace: Path, _private_state_root: Path
+) -> None:
     store = Store(default_state_path(workspace))
-    assert store.path == workspace / ".trainsleuth" / "state.db"
-    assert (workspace / ".trainsleuth" / ".gitignore").read_text().strip().endswith("*")
+    assert _private_state_root in store.path.parents and workspace not in store.path.parents
+    assert store.path.parent.stat().st_mode & 0o077 == 0  # only this user can read the folder
+    assert not (workspace / ".trainsleuth").exists()  # nothing is written into the workspace
     with store.connect() as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    # git really ignores it
+    # The same workspace reached through a symlink has the same state.
+    link = workspace.parent / "link"
+    link.symlink_to(workspace)
+    assert default_state_path(link) == store.path
+
+
+def test_a_state_folder_inside_the_workspace_is_git_ignored(workspace: Path) -> None:
+    Store(workspace / ".trainsleuth" / "state.db")  # an explicit --state inside the workspace
+    assert (workspace / ".trainsleuth" / ".gitignore").read_text().strip().endswith("*")
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     out = subprocess.run(
         ["git", "-C", str(workspace), "status", "--porcelain", "--untracked-files=all"],

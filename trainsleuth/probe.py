@@ -89,6 +89,8 @@ class ProbeHandle:
         self._rec.auto_detail = True
         self._update_stride = max(1, -(-int(updates_every) // self.every))  # observed steps per measurement
         self._rec.attach()
+        self._mode_modules = core.mode_sensitive_modules(model)
+        self._eval_check: dict[str, Any] | None = None
         self._hooks: list[Any] = []
         if optimizer is not None:
             self._hooks.append(optimizer.register_step_pre_hook(self._opt_pre))
@@ -150,7 +152,18 @@ class ProbeHandle:
         return None
 
     def _root_pre(self, module: Any, args: Any) -> None:
-        if self.closed or not torch.is_grad_enabled():
+        if self.closed:
+            return None
+        if not torch.is_grad_enabled():
+            if self._eval_check is None and module.training:
+                active = [n for n, m in self._mode_modules if m.training]
+                if active:
+                    self._eval_check = {
+                        "active": active[:10],
+                        "n_active": len(active),
+                        "step": self.step,
+                        "source": "a forward pass under torch.no_grad() (an evaluation?) with the model in training mode",
+                    }
             return None
         if self.optimizer is None and self._seen_forward:
             self._finish()
@@ -176,14 +189,19 @@ class ProbeHandle:
         elif self._sampled:
             self._loss = value
 
-    def findings(self) -> list[dict[str, Any]]:
+    def _stats(self) -> dict[str, Any]:
         stats = self._rec.summary(mode="live", fixed_batch=False)
-        return rules.analyze(stats)
+        stats["eval_mode_check"] = self._eval_check
+        return stats
+
+    def findings(self) -> list[dict[str, Any]]:
+        return rules.analyze(self._stats())
 
     def flush(self) -> None:
         """Write the current findings and per-module table to the run folder."""
-        stats = self._rec.summary(mode="live", fixed_batch=False)
-        found = rules.analyze(stats)
+        stats = self._stats()
+        notes: list[str] = []
+        found = rules.analyze(stats, notes)
         self._write_json(
             FINDINGS_FILE,
             {
@@ -195,6 +213,7 @@ class ProbeHandle:
                 "table": core.module_table(stats),
                 "layer_grad_rms": rules.layer_grad_rms(stats),
                 "internal_errors": stats.get("internal_errors", []),
+                "notes": notes,
             },
         )
         self._steps_fh.flush()
@@ -231,7 +250,7 @@ class ProbeHandle:
 
     def _write_step(self) -> None:
         rec = self._rec
-        k = rec.step
+        k = rec.last_step if rec.last_step is not None else rec.step
         modules: dict[str, float] = {}
         nonfinite: list[str] = []
         updates: list[float] = []
@@ -261,8 +280,7 @@ class ProbeHandle:
         }
         self._steps_fh.write(json.dumps(record, allow_nan=False) + "\n")
         if len(rec.losses) > 4 * (rec.history or 64):
-            del rec.losses[: len(rec.losses) - 2 * (rec.history or 64)]
-            del rec.global_grad_norms[: len(rec.global_grad_norms) - 2 * (rec.history or 64)]
+            rec.trim(2 * (rec.history or 64))
 
     def _write_json(self, name: str, payload: dict[str, Any]) -> None:
         path = self.run_dir / name

@@ -72,9 +72,10 @@ class ManifestError(ValueError):
 
 
 def _known() -> tuple[frozenset[str], frozenset[str]]:
-    from trainsleuth.tools.findings import LOG_CODES, PROBE_CODES
+    from trainsleuth.tools.findings import EXTRA_CODES, LOG_CODES, PROBE_CODES
 
-    return PROBE_CODES, LOG_CODES
+    # codes added beyond the spec (findings.md "Additions") may be allowed as consequences
+    return PROBE_CODES | frozenset(EXTRA_CODES), LOG_CODES
 
 
 def parse(data: Any, base: Path = HERE, check_files: bool = True) -> Manifest:

@@ -10,14 +10,15 @@ import sys
 from collections.abc import Sequence
 
 from trainsleuth import __version__
-from trainsleuth.cli import client, demo, hook, install, logs, probe, serve
+from trainsleuth.cli import client, compare, demo, hook, install, logs, probe, serve, state
 
-COMMANDS = (serve, probe, logs, client, install, hook, demo)
+COMMANDS = (serve, probe, logs, compare, client, install, hook, demo, state)
 
 EXIT_OK = 0
 EXIT_EXPECTATION = 1  # an expectation or --fail-on threshold was not met
 EXIT_USAGE = 2
 EXIT_ERROR = 3  # the server, the tool or the analysis itself failed
+EXIT_SIGPIPE = 141  # the output's reader closed the pipe (128 + SIGPIPE), as shells report it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`trainsleuth ... | head`): stop quietly, like a tool killed by SIGPIPE.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_SIGPIPE
 
 
 def not_available(command: str, issue: int) -> int:

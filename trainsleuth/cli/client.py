@@ -1,4 +1,4 @@
-"""`trainsleuth client call|run|tools`: a scripted MCP client for CI.
+"""`trainsleuth client call|run|tools|describe`: a scripted MCP client for CI.
 
 Exit codes: 0 ok, 1 an expectation failed, 2 usage, 3 server or tool error.
 """
@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainsleuth.cli._options import add_fail_on, fail_level
+
 EPILOG = """\
 exit codes:
   0  ok
@@ -22,7 +24,8 @@ exit codes:
 examples:
   trainsleuth client call analyze_training_log --arg path=train.log --json
   trainsleuth client call probe_gradients --arg entrypoint=train.py:make --arg steps=3
-  trainsleuth client tools --url http://127.0.0.1:8765/mcp --token "$TOKEN"
+  trainsleuth client tools --url http://127.0.0.1:8765/mcp   # finds the token the server stored
+  trainsleuth client describe bisect_versions     # every argument, its bounds, and an example call
   trainsleuth client run ci/trainsleuth.yaml
 """
 
@@ -38,7 +41,15 @@ def _add_server_options(p: argparse.ArgumentParser) -> None:
         "--workspace", default=None, metavar="PATH", help="workspace for the default server (default: cwd)"
     )
     p.add_argument("--url", default=None, help="connect to a streamable-HTTP server at this URL instead")
-    p.add_argument("--token", default=None, help="bearer token for --url (env: TRAINSLEUTH_TOKEN)")
+    p.add_argument(
+        "--token",
+        default=None,
+        help="bearer token for --url (discouraged: `ps` shows it; default: TRAINSLEUTH_TOKEN, else the token "
+        "file the server made for that address)",
+    )
+    p.add_argument(
+        "--token-file", default=None, metavar="FILE", help="read the bearer token for --url from FILE"
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -68,12 +79,7 @@ def add_parser(sub: Any) -> None:
     call.add_argument(
         "--json", action="store_true", help="print one JSON object (is_error, structured, text)"
     )
-    call.add_argument(
-        "--fail-on",
-        choices=("info", "warning", "error"),
-        default=None,
-        help="exit 1 if the result has an event or finding at or above this severity",
-    )
+    add_fail_on(call)
     _add_server_options(call)
     call.set_defaults(func=run_call)
     run = csub.add_parser(
@@ -83,12 +89,25 @@ def add_parser(sub: Any) -> None:
     run.add_argument("playbook", help="playbook YAML file (format: docs/clients.md)")
     run.add_argument("--json", action="store_true", help="print one JSON object with every step")
     run.add_argument("--url", default=None, help="run against this streamable-HTTP server instead")
-    run.add_argument("--token", default=None, help="bearer token for --url (env: TRAINSLEUTH_TOKEN)")
+    run.add_argument("--token", default=None, help="bearer token for --url (discouraged: `ps` shows it)")
+    run.add_argument("--token-file", default=None, metavar="FILE", help="read the bearer token from FILE")
     run.set_defaults(func=run_playbook_cmd)
     tools = csub.add_parser("tools", help="list the server's tools")
-    tools.add_argument("--json", action="store_true")
+    tools.add_argument(
+        "--json", action="store_true", help="print every tool with its input schema and annotations"
+    )
     _add_server_options(tools)
     tools.set_defaults(func=run_tools)
+    describe = csub.add_parser(
+        "describe",
+        help="one tool's arguments (type, bounds, enum values, defaults) and an example call",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    describe.add_argument("tool", help="tool name, e.g. bisect_versions")
+    describe.add_argument("--json", action="store_true", help="print the tool definition and an example")
+    _add_server_options(describe)
+    describe.set_defaults(func=run_describe)
     p.set_defaults(func=_usage, _parser=p)
 
 
@@ -102,7 +121,9 @@ def _target(args: argparse.Namespace) -> Any:
 
     from trainsleuth.clients.scripted import ServerTarget, UsageError, default_server_command
 
-    token = args.token or os.environ.get("TRAINSLEUTH_TOKEN") or None
+    token = None
+    if args.url:
+        token = url_token(args.url, args.token, getattr(args, "token_file", None))
     if args.url:
         if args.server:
             raise UsageError("give either --url or --server, not both")
@@ -116,6 +137,26 @@ def _target(args: argparse.Namespace) -> Any:
     if not workspace.is_dir():
         raise UsageError(f"--workspace {args.workspace!r} is not an existing directory")
     return ServerTarget(command=default_server_command(workspace), cwd=workspace)
+
+
+def url_token(url: str, token: str | None, token_file: str | None) -> str | None:
+    """The bearer token for a server URL: --token-file, --token, TRAINSLEUTH_TOKEN, else the token file
+    the server made for that address (see trainsleuth/server/tokens.py)."""
+    from trainsleuth.clients.scripted import UsageError
+    from trainsleuth.server.tokens import TOKEN_ENV, TokenError, find_token, read_token_file
+
+    try:
+        if token_file:
+            return read_token_file(Path(token_file))
+        if token:
+            print("trainsleuth client: warning: --token on the command line is visible to every user in `ps`; "
+                  "prefer --token-file or TRAINSLEUTH_TOKEN", file=sys.stderr)  # fmt: skip
+            return token
+        if os.environ.get(TOKEN_ENV):
+            return os.environ[TOKEN_ENV]
+        return find_token(url)[0]
+    except TokenError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _fail(prefix: str, exc: BaseException, target: Any = None) -> int:
@@ -153,7 +194,13 @@ def _http_hint(url: str, token: str | None) -> str:
     except httpx.HTTPError as exc:
         return f" (the URL cannot be reached: {exc}; is the server running?)"
     if resp.status_code == 401:
-        return " (HTTP 401: missing or wrong bearer token; pass --token or set TRAINSLEUTH_TOKEN)"
+        from trainsleuth.server.tokens import token_path, url_address
+
+        where = token_path(*url_address(url))
+        return (
+            f" (HTTP 401: missing or wrong bearer token. A server on this machine keeps its token in {where}, "
+            "read by this client when it exists; else pass --token-file FILE or set TRAINSLEUTH_TOKEN)"
+        )
     if resp.status_code >= 400:
         return f" (HTTP {resp.status_code} from {url}: {resp.text[:200]})"
     return ""
@@ -164,6 +211,41 @@ def _describe(exc: BaseException) -> str:
     if isinstance(inner, (list, tuple)) and inner:
         return "; ".join(_describe(e) for e in inner)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _call_lite(target: Any, tool: str, arguments: dict[str, Any]) -> Any:
+    """One call over stdio with the small client (no SDK to load): see clients/lite.py."""
+    from trainsleuth.clients.lite import LiteClient, text_of
+    from trainsleuth.clients.scripted import StepResult
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        of = f"/{total:g}" if total else ""
+        print(f"  [{done:g}{of}] {message or ''}", file=sys.stderr, flush=True)
+
+    with LiteClient(target.command, target.cwd, os.environ) as client:
+        result = client.call_tool(tool, arguments, progress if sys.stderr.isatty() else None)
+    return StepResult(
+        tool, "tool", tool, bool(result.get("isError")), text_of(result.get("content", [])),
+        result.get("structuredContent"),
+    )  # fmt: skip
+
+
+def _list_tools(target: Any) -> list[dict[str, Any]]:
+    """tools/list as plain JSON: the small client over stdio, the SDK's over HTTP."""
+    if not target.url:
+        from trainsleuth.clients.lite import LiteClient
+
+        with LiteClient(target.command, target.cwd, os.environ) as client:
+            return client.list_tools()
+    import anyio
+
+    from trainsleuth.clients.scripted import open_client
+
+    async def main() -> list[Any]:
+        async with open_client(target) as client:
+            return list((await client.list_tools()).tools)
+
+    return [dict(t.model_dump(mode="json", by_alias=True, exclude_none=True)) for t in anyio.run(main)]
 
 
 def run_call(args: argparse.Namespace) -> int:
@@ -200,10 +282,10 @@ def run_call(args: argparse.Namespace) -> int:
             return await call_tool(client, args.tool, arguments)
 
     try:
-        result = anyio.run(main)
+        result = anyio.run(main) if target.url else _call_lite(target, args.tool, arguments)
     except Exception as exc:
         return _fail(f"cannot call {args.tool} on {target.describe()}", exc, target)
-    if args.fail_on and not result.is_error:
+    if fail_level(args.fail_on) and not result.is_error:
         result.failures = check_expectations(result, {"fail_on": args.fail_on})
     if args.json:
         print(json.dumps(result.as_json(), indent=2, default=str))
@@ -219,28 +301,54 @@ def run_call(args: argparse.Namespace) -> int:
 
 
 def run_tools(args: argparse.Namespace) -> int:
-    import anyio
-
-    from trainsleuth.clients.scripted import UsageError, open_client
+    from trainsleuth.clients.scripted import UsageError
 
     try:
         target = _target(args)
     except UsageError as exc:
         return _fail("usage", exc)
-
-    async def main() -> list[Any]:
-        async with open_client(target) as client:
-            return list((await client.list_tools()).tools)
-
     try:
-        tools = anyio.run(main)
+        tools = _list_tools(target)
     except Exception as exc:
         return _fail(f"cannot list tools on {target.describe()}", exc, target)
     if args.json:
-        print(json.dumps([{"name": t.name, "description": t.description} for t in tools], indent=2))
+        print(json.dumps(tools, indent=2))
     else:
         for t in tools:
-            print(f"{t.name}: {(t.description or '').splitlines()[0] if t.description else ''}")
+            desc = t.get("description") or ""
+            print(f"{t['name']}: {desc.splitlines()[0] if desc else ''}")
+    return 0
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    from trainsleuth.clients.schema_help import describe_tool, example_arguments
+    from trainsleuth.clients.scripted import UsageError
+    from trainsleuth.tools.names import closest
+
+    try:
+        target = _target(args)
+    except UsageError as exc:
+        return _fail("usage", exc)
+    try:
+        tools = {t["name"]: t for t in _list_tools(target)}
+    except Exception as exc:
+        return _fail(f"cannot list tools on {target.describe()}", exc, target)
+    tool = tools.get(args.tool)
+    if tool is None:
+        hint = closest(args.tool, sorted(tools))
+        did = f"; did you mean {hint!r}?" if hint else ""
+        print(
+            f"trainsleuth client: no tool {args.tool!r}{did} (trainsleuth client tools lists them)",
+            file=sys.stderr,
+        )
+        return 2
+    schema = tool.get("inputSchema") or {}
+    if args.json:
+        print(json.dumps({**tool, "example_arguments": example_arguments(schema)}, indent=2))
+    else:
+        print(
+            describe_tool(tool["name"], tool.get("description") or "", schema, tool.get("annotations") or {})
+        )
     return 0
 
 
@@ -249,8 +357,8 @@ def run_playbook_cmd(args: argparse.Namespace) -> int:
 
     from trainsleuth.clients.scripted import StepResult, UsageError, load_playbook, run_playbook
 
-    token = args.token or os.environ.get("TRAINSLEUTH_TOKEN") or None
     try:
+        token = url_token(args.url, args.token, args.token_file) if args.url else None
         playbook = load_playbook(Path(args.playbook), url=args.url, token=token)
     except UsageError as exc:
         return _fail("usage", exc)

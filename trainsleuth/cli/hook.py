@@ -16,7 +16,9 @@ def add_parser(sub: Any) -> None:
         "edits of non-test files while an investigation has no approved diagnosis (or is halted). "
         "Registered by `trainsleuth install CLIENT --with-hooks`. Fails closed on its own errors.",
     )
-    p.add_argument("client", choices=["claude-code", "cursor"], help="whose hook format to read and write")
+    p.add_argument(
+        "client", choices=["claude-code", "cursor", "windsurf"], help="whose hook format to read and write"
+    )
     p.add_argument(
         "--workspace",
         default=None,
@@ -28,7 +30,7 @@ def add_parser(sub: Any) -> None:
         "--state",
         default=None,
         metavar="PATH",
-        help="state database (default: WORKSPACE/.trainsleuth/state.db)",
+        help="state database (default: per-user, outside the workspace; see `trainsleuth state show`)",
     )
     p.set_defaults(func=run)
 

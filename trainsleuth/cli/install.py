@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ def add_parser(sub: Any) -> None:
         "install",
         help="register trainsleuth with an MCP client",
         description="Register trainsleuth with an MCP client: merges the trainsleuth entry into the client's "
-        "own config file (keeping every other entry, with a timestamped backup), idempotently.",
+        "own config file (keeping every other entry, with a timestamped backup), idempotently. Where the client "
+        "has a per-tool permission setting, approve_diagnosis is set to ask the person.",
     )
     p.add_argument("client", choices=CLIENTS, help="the client to configure")
     p.add_argument(
@@ -28,7 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--with-hooks",
         action="store_true",
-        help="also register the edit gate as a pre-tool hook (claude-code, cursor)",
+        help="also register the edit gate as a pre-tool hook (claude-code, cursor, windsurf)",
     )
     p.add_argument(
         "--workspace",
@@ -39,6 +41,26 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--project", default=None, metavar="PATH", help="project folder for --scope project (default: cwd)"
+    )
+    p.add_argument(
+        "--python",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="an interpreter the server may run your code with besides those it finds itself (the workspace's "
+        ".venv, the active conda env or virtualenv, python on PATH); repeatable",
+    )
+    p.add_argument(
+        "--url",
+        default=None,
+        help="register a running `trainsleuth serve --transport http` at this URL (with its bearer token) "
+        "instead of a server the client starts",
+    )
+    p.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="with --url: the token file (default: the one the server made for that address)",
     )
     p.set_defaults(func=run)
 
@@ -53,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
             project=Path(args.project) if args.project else None,
             workspaces=[Path(w) for w in args.workspace] if args.workspace else None,
             with_hooks=args.with_hooks,
+            pythons=[Path(p) for p in args.python] if args.python else None,
+            url=args.url,
+            token_file=Path(args.token_file) if args.token_file else None,
         )
     except InstallError as exc:
         print(f"trainsleuth install: {exc}", file=sys.stderr)
@@ -64,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
             state = "would write" if change.changed else "already up to date"
             print(f"--- {change.what}: {change.path} ({state})")
             if change.changed:
-                print(change.new_text, end="")
+                text = change.new_text
+                if change.private:  # never print the bearer token
+                    text = re.sub(r"Bearer [^\"]+", "Bearer <the server's token>", text)
+                print(text, end="")
         print("dry run: nothing was written")
         return 0
     try:

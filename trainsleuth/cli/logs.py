@@ -11,6 +11,8 @@ import json
 import sys
 from typing import Any
 
+from trainsleuth.cli._options import add_fail_on, fail_level
+
 FORMAT_CHOICES = (
     "auto", "jsonl", "csv", "tsv", "hf_dict", "trainer_state", "keyvalue", "megatron", "nanogpt", "tqdm",
     "tensorboard", "mlflow", "markdown",
@@ -21,8 +23,8 @@ EXIT_CODES = """exit codes:
   1  problems found: an event at or above --fail-on
   2  usage error
   3  the input cannot be analysed (missing, binary, not a regular file, unknown key in --role, ...)
-  4  not understood: no loss series was recognised, so nothing was judged (only with --fail-on);
-     map the keys with --role loss=KEY [--role step=KEY]"""
+  4  not understood: no loss series was recognised, so nothing was judged (with any --fail-on
+     but never); map the keys with --role loss=KEY [--role step=KEY]"""
 
 EXIT_NOT_UNDERSTOOD = 4
 
@@ -50,11 +52,7 @@ def add_parser(sub: Any) -> None:
                    help="correct the reading, e.g. --role loss=trl --role step=s (repeatable)")  # fmt: skip
     a.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     a.add_argument("--plot", metavar="OUT.png", help="write a PNG plot of the key metrics with events marked")
-    a.add_argument(
-        "--fail-on",
-        choices=("error", "warning"),
-        help="exit 1 if any event is at or above LEVEL, 4 if the log was not understood",
-    )
+    add_fail_on(a)
     a.set_defaults(func=run_analyze)
     e = lsub.add_parser("extract", help="print chosen metric series, downsampled with extremes kept",
                         epilog="exit codes: 0 done, 1 none of the asked metrics exists, 2 usage, 3 bad input")  # fmt: skip
@@ -100,12 +98,17 @@ def run_analyze(args: argparse.Namespace) -> int:
     except LogInputError as exc:
         return _error(exc.message, exc.next_step)
     if args.plot:
+        from trainsleuth.tools.extras import MissingExtra
         from trainsleuth.tools.logs.plot import render_png
 
-        png = render_png(collector, report.events)
+        try:
+            png = render_png(collector, report.events)
+        except MissingExtra as exc:
+            report.notes.append(f"no plot written: {exc.message}")
+            png = b""
         if png is None:
             report.notes.append("no plot written: the log has no metric series")
-        else:
+        elif png:
             try:
                 Path(args.plot).write_bytes(png)
             except OSError as exc:
@@ -117,8 +120,9 @@ def run_analyze(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         _print_report(report)
-    if args.fail_on:
-        floor = SEVERITY_RANK[args.fail_on]
+    level = fail_level(args.fail_on)
+    if level:
+        floor = SEVERITY_RANK[level]
         if any(SEVERITY_RANK[e.severity] >= floor for e in report.events):
             return 1
         if report.verdict == "not_understood":

@@ -3,6 +3,7 @@
 trainsleuth probe train.py:make_probe [--steps N] [--python PYTHON] [--timeout S]
                   [--memory-limit MB] [--json] [--plot out.png] [--fail-on LEVEL]
 trainsleuth probe --read RUN_DIR      # a live-mode run written by trainsleuth.probe.attach
+trainsleuth probe --scaffold train.py [--script-args '...']   # a training script as it is
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-LEVELS = ("info", "warning", "error", "never")
+from trainsleuth.cli._options import add_fail_on
 
 
 def add_parser(sub: Any) -> None:
@@ -45,14 +46,21 @@ def add_parser(sub: Any) -> None:
         "--json", action="store_true", help="print one JSON object (its 'findings' list) on stdout"
     )
     p.add_argument("--plot", default=None, metavar="PNG", help="write a PNG of per-layer gradient norms")
-    p.add_argument(
-        "--fail-on",
-        choices=LEVELS,
-        default="never",
-        help="exit 1 when a finding of this severity or worse is reported (default: never)",
-    )
+    add_fail_on(p)
     p.add_argument(
         "--read", default=None, metavar="RUN_DIR", help="read a live-mode run folder instead of probing"
+    )
+    p.add_argument(
+        "--scaffold",
+        default=None,
+        metavar="SCRIPT",
+        help="write an entrypoint for a training script under .trainsleuth/scratch/ and probe it",
+    )
+    p.add_argument(
+        "--script-args",
+        default="",
+        metavar="ARGS",
+        help="arguments for the scaffolded script, one string (e.g. '--batch_size=4 --compile=False')",
     )
     p.set_defaults(func=run)
 
@@ -64,11 +72,18 @@ def _fails(findings: list[Any], level: str) -> bool:
     return any(rank[f.severity] >= rank[level] for f in findings)
 
 
-def _error(args: argparse.Namespace, kind: str, message: str, next_step: str | None = None) -> int:
+def _error(
+    args: argparse.Namespace,
+    kind: str,
+    message: str,
+    next_step: str | None = None,
+    traceback: str | None = None,
+) -> int:
     from trainsleuth.cli import EXIT_ERROR
 
     if args.json:
-        print(json.dumps({"ok": False, "error": {"kind": kind, "message": message, "next_step": next_step}}))
+        error = {"kind": kind, "message": message, "next_step": next_step, "traceback": traceback}
+        print(json.dumps({"ok": False, "error": error}))
     print(f"trainsleuth probe: {message}", file=sys.stderr)
     if next_step:
         print(f"next step: {next_step}", file=sys.stderr)
@@ -90,17 +105,38 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": True, **live.model_dump(mode="json"), "healthy": live.healthy}))
         else:
+            from trainsleuth.tools.probe.report import finding_lines
+
             print(f"Live probe run {live.run_dir}: {live.steps_recorded} recorded step(s).")
             for f in live.findings:
-                print("  " + f.one_line())
+                print("\n".join(finding_lines(f)))
             if live.healthy:
                 print("No warnings or errors.")
         layers = live.layer_grad_rms
         findings = live.findings
     else:
+        scaffold = None
+        if args.scaffold:
+            import shlex
+
+            from trainsleuth.tools.probe.scaffold import write_scaffold
+
+            try:
+                scaffold = write_scaffold(Path(args.scaffold), Path.cwd(), shlex.split(args.script_args))
+            except ProbeError as exc:
+                return _error(args, exc.kind, exc.message, exc.next_step)
+            except ValueError as exc:
+                return _error(
+                    args, "bad_scaffold", f"--script-args: {exc}", "quote the arguments as one string"
+                )
+            args.entrypoint = scaffold.entrypoint
+            if not args.json:
+                print(
+                    f"Wrote {scaffold.path} (entrypoint {scaffold.entrypoint}); probing it.", file=sys.stderr
+                )
         if not args.entrypoint:
             print(
-                "trainsleuth probe: give ENTRYPOINT (path/to/file.py:function) or --read RUN_DIR",
+                "trainsleuth probe: give ENTRYPOINT (path/to/file.py:function), --scaffold SCRIPT or --read RUN_DIR",
                 file=sys.stderr,
             )
             return EXIT_USAGE
@@ -126,18 +162,27 @@ def run(args: argparse.Namespace) -> int:
         except ProbeError as exc:
             message = exc.message
             if exc.detail and not args.json:
-                message += "\n" + exc.detail[-1500:]
-            return _error(args, exc.kind, message, exc.next_step)
+                message += "\n" + exc.detail[-4000:]
+            return _error(args, exc.kind, message, exc.next_step, exc.detail)
         if args.json:
-            print(json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy}))
+            extra = {"scaffold": scaffold.model_dump()} if scaffold else {}
+            print(
+                json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy, **extra})
+            )
         else:
             print(render_report(report))
         layers = report.layer_grad_rms
         findings = report.findings
     if args.plot:
-        png = grad_norm_png(layers)
+        from trainsleuth.tools.extras import MissingExtra
+
+        try:
+            png = grad_norm_png(layers)
+        except MissingExtra as exc:
+            print(f"trainsleuth probe: no plot written: {exc.message}", file=sys.stderr)
+            png = b""
         if png is None:
             print("trainsleuth probe: no gradient norms to plot", file=sys.stderr)
-        else:
+        elif png:
             Path(args.plot).write_bytes(png)
     return EXIT_EXPECTATION if _fails(findings, args.fail_on) else EXIT_OK

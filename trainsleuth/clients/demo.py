@@ -3,7 +3,8 @@ through one whole investigation of the bundled broken training example (examples
 
 Nothing is simulated: every result printed comes from the server's tools, run on a scratch copy
 of the example (the bundled files are never modified). The person's approval is given through
-MCP elicitation: the demo's client answers the server's approval dialog itself and says so.
+MCP elicitation: the demo stands in for the person at the keyboard, answers the server's approval
+dialog itself, and says so in the transcript and in the approval record.
 If a step fails, or a tool this version lacks answers "not available yet", the demo stops and
 names the tool and the reason; it never fakes a result.
 """
@@ -28,7 +29,7 @@ from typing import Any
 EXAMPLE_FILES = ("model.py", "train.py", "train.log", "README.md", "fix/model.py")
 REPRO_STEPS = 45
 PROBE_ENTRYPOINT = "train.py:probe_epoch_end"
-APPROVER = "trainsleuth demo (answering the approval dialog on your behalf)"
+APPROVER = "trainsleuth demo, standing in for the person (it answered the approval dialog itself)"
 
 
 class DemoFailure(Exception):
@@ -142,7 +143,7 @@ async def run_demo(
         approvals.append(message)
         n.say("<- the server asks a person to approve the diagnosis (MCP elicitation):", "   ")
         n.detail(message, limit=20)
-        n.say("-> the demo answers for you: approve.", "   ")
+        n.say("-> the demo stands in for the person here and answers: approve.", "   ")
         return ElicitResult(
             action="accept",
             content={
@@ -156,7 +157,8 @@ async def run_demo(
         command=server_command()[0],
         args=[*server_command()[1:], "serve", "--workspace", str(workspace)],
         cwd=str(workspace),
-        env=dict(os.environ),
+        # The scratch workspace's protocol state stays beside it, not in the user's own state folder.
+        env={**os.environ, "TRAINSLEUTH_STATE_DIR": str(out_dir / "state")},
     )
     plot_path = out_dir / "training-log.png"
     async with Client(params, elicitation_callback=answer_approval) as client:
@@ -187,16 +189,16 @@ async def run_demo(
                 "what_changed": "the padding of short batches",
                 "reproducible": "always",
                 "reproducer": reproducer,
-                "pathway": "full",
             },
             "open an investigation with the symptom and a reproducer the server can run",
         )
+        n.say(f"   pathway: {started['pathway']} ({started['pathway_reason']})")
         iid = str(started["investigation_id"])
 
         log, log_result = await call(
             "analyze_training_log",
-            {"path": "train.log", "plot": True, "investigation_id": iid},
-            "analyse the run's log (stored as evidence)",
+            {"path": "train.log", "plot": True},
+            "analyse the run's log (its result becomes evidence of the open investigation by itself)",
         )
         nonfinite = [e for e in log.get("events", []) if e.get("code") == "nonfinite_metric"]
         if not nonfinite:
@@ -210,7 +212,7 @@ async def run_demo(
 
         probe, _ = await call(
             "probe_gradients",
-            {"entrypoint": PROBE_ENTRYPOINT, "steps": 2, "investigation_id": iid},
+            {"entrypoint": PROBE_ENTRYPOINT, "steps": 2},
             f"run the model on the batch of step {first_nan} and find where the NaN is born",
         )
         origin = next((f for f in probe.get("findings", []) if f.get("code") == "nonfinite_forward"), None)
@@ -221,51 +223,10 @@ async def run_demo(
         n.say(f"   NaN origin: {origin.get('module')} ({origin.get('message')})")
 
         batch_check = _inspect_batch(python, workspace, first_nan)
-        observed, _ = await call(
-            "record_evidence",
-            {"investigation_id": iid, "summary": batch_check["summary"], "data": batch_check},
-            f"record what the demo measured itself on the batch of step {first_nan}",
-        )
-
-        hyps, _ = await call(
-            "propose_hypotheses",
-            {
-                "investigation_id": iid,
-                "hypotheses": [
-                    {
-                        "statement": "L2Norm divides by a zero norm on all-zero padding rows: 0/0 = NaN",
-                        "confirm_if": "the probe's NaN origin is encoder.norm with finite inputs, and the "
-                        "failing batch has all-zero rows",
-                        "rule_out_if": "the failing batch has no all-zero rows, or the NaN starts elsewhere",
-                        "test": f"probe_gradients {PROBE_ENTRYPOINT}",
-                    },
-                    {
-                        "statement": "the learning rate (0.05 with momentum) makes training diverge",
-                        "confirm_if": "loss and grad norm grow over the steps before the NaN",
-                        "rule_out_if": "loss falls and grad norm is steady until one step jumps to NaN",
-                    },
-                    {
-                        "statement": "corrupt inputs: the data holds NaN or Inf values",
-                        "confirm_if": "the failing batch holds non-finite values",
-                        "rule_out_if": "every input value of the failing batch is finite",
-                    },
-                ],
-            },
-            "three ranked hypotheses; the first goes under test",
-        )
-        under_test = str(hyps["under_test"])
-        evidence = [str(log["evidence_id"]), str(probe["evidence_id"]), str(observed["evidence_id"])]
-        await call(
-            "resolve_hypothesis",
-            {
-                "investigation_id": iid,
-                "hypothesis_id": under_test,
-                "outcome": "confirmed",
-                "evidence_ids": evidence[1:],
-                "note": f"origin {origin.get('module')}; {batch_check['summary']}",
-            },
-            "confirm the first hypothesis, citing the probe and the batch check",
-        )
+        n.say(f"   the demo looked at the failing batch itself: {batch_check['summary']}")
+        evidence = [str(log["evidence_id"]), str(probe["evidence_id"])]
+        if not all(evidence) or "None" in evidence:
+            raise DemoFailure("the analysis results were not recorded as evidence of the open investigation")
 
         diagnosis, _ = await call(
             "submit_diagnosis",
@@ -290,9 +251,9 @@ async def run_demo(
                 "the failing batch",
                 "disproof_looked_for": True,
                 "disproof_result": batch_check["summary"],
-                "hypothesis_id": under_test,
             },
-            "Gate 4: root cause, evidence, mechanism, one proposed change, what would disprove it",
+            "Gate 4: root cause, evidence, the one change and its file; the server runs the reproducer on the "
+            "unfixed tree",
         )
 
         await call(

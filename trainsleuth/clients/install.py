@@ -23,12 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
+from trainsleuth.clients.install_server import (
+    InstallServerError,
+    check_pythons,
+    http_entry,
+    http_token,
+    tracked_by_git,
+)
+
 OsName = Literal["macos", "linux", "windows"]
 Scope = Literal["project", "user"]
 
 SERVER_NAME = "trainsleuth"
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf")
-HOOK_CLIENTS = ("claude-code", "cursor")
+HOOK_CLIENTS = ("claude-code", "cursor", "windsurf")
 
 # Tools whose calls the edit gate inspects (see trainsleuth/clients/hooks.py).
 CLAUDE_CODE_HOOK_MATCHER = "Edit|Write|MultiEdit|NotebookEdit|Bash|mcp__.*"
@@ -113,6 +121,7 @@ class FileChange:
     new_text: str
     old_text: str | None
     what: str
+    private: bool = False  # holds a secret: written (and backed up) readable by the owner only
 
     @property
     def changed(self) -> bool:
@@ -302,6 +311,8 @@ def hook_config_path(client: str, platform: Platform, scope: Scope, project: Pat
         return (project if scope == "project" else platform.home) / ".claude" / "settings.json"
     if client == "cursor":
         return (project if scope == "project" else platform.home) / ".cursor" / "hooks.json"
+    if client == "windsurf":  # Cascade hooks; the user file, like Windsurf's MCP config
+        return platform.home / ".codeium" / "windsurf" / "hooks.json"
     raise InstallError(f"{client} has no pre-tool hooks; --with-hooks works with: {', '.join(HOOK_CLIENTS)}")
 
 
@@ -342,14 +353,27 @@ def _merge_claude_code_hooks(settings: dict[str, Any], command: str, path: Path)
     hooks["PreToolUse"] = kept
 
 
-def _merge_cursor_hooks(config: dict[str, Any], command: str, path: Path) -> None:
+def _merge_cursor_hooks(config: dict[str, Any], command: str, path: Path, *, edit_gate: bool) -> None:
+    """trainsleuth's entries in Cursor's hooks.json, each `failClosed` (a crash or timeout blocks the call).
+
+    `beforeMCPExecution` is always installed: it makes Cursor ask the person before approve_diagnosis.
+    With the edit gate, `preToolUse` and `beforeShellExecution` are installed too.
+    """
     config.setdefault("version", 1)
     hooks = _section(config, "hooks", path)
     wanted: dict[str, dict[str, Any]] = {
-        "preToolUse": {"type": "command", "command": command, "matcher": CURSOR_EDIT_MATCHER, "timeout": 30},
-        "beforeShellExecution": {"type": "command", "command": command, "timeout": 30},
-        "beforeMCPExecution": {"type": "command", "command": command, "timeout": 30},
+        "beforeMCPExecution": {"type": "command", "command": command, "timeout": 30, "failClosed": True},
     }
+    if edit_gate:
+        wanted["preToolUse"] = {
+            "type": "command", "command": command, "matcher": CURSOR_EDIT_MATCHER, "timeout": 30, "failClosed": True,
+        }  # fmt: skip
+        wanted["beforeShellExecution"] = {
+            "type": "command",
+            "command": command,
+            "timeout": 30,
+            "failClosed": True,
+        }
     for event, ours in wanted.items():
         entries = hooks.setdefault(event, [])
         if not isinstance(entries, list):
@@ -368,13 +392,30 @@ def _merge_cursor_hooks(config: dict[str, Any], command: str, path: Path) -> Non
         hooks[event] = kept
 
 
-def server_args(client: str, scope: Scope, workspaces: list[Path]) -> list[str]:
+def _merge_windsurf_hooks(config: dict[str, Any], command: str, path: Path) -> None:
+    """trainsleuth's entries in Windsurf's Cascade hooks.json (`show_output` so a denial is visible)."""
+    hooks = _section(config, "hooks", path)
+    for event in ("pre_write_code", "pre_run_command", "pre_mcp_tool_use"):
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InstallError(f"{path}: hooks.{event} is not a list; nothing was changed")
+        kept = [
+            e for e in entries if not (isinstance(e, dict) and _is_our_hook(e.get("command"), "windsurf"))
+        ]
+        hooks[event] = [*kept, {"command": command, "show_output": True}]
+
+
+def server_args(
+    client: str, scope: Scope, workspaces: list[Path], pythons: list[Path] | None = None
+) -> list[str]:
     args = ["serve"]
     if workspaces:
         for ws in workspaces:
             args += ["--workspace", str(ws)]
     elif client == "vscode" and scope == "project":
         args += ["--workspace", "${workspaceFolder}"]
+    for python in pythons or []:
+        args += ["--allow-python", str(python)]
     return args
 
 
@@ -387,8 +428,41 @@ def plan_install(
     with_hooks: bool = False,
     platform: Platform | None = None,
     launcher: Launcher | None = None,
+    pythons: list[Path] | None = None,
+    url: str | None = None,
+    token_file: Path | None = None,
 ) -> InstallPlan:
     """Work out every file change without touching the disk."""
+    try:
+        return _plan_install(
+            client, scope=scope, project=project, workspaces=workspaces, with_hooks=with_hooks,
+            platform=platform, launcher=launcher, pythons=pythons, url=url, token_file=token_file,
+        )  # fmt: skip
+    except InstallServerError as exc:
+        raise InstallError(str(exc)) from None
+
+
+def _plan_install(
+    client: str,
+    *,
+    scope: Scope | None,
+    project: Path | None,
+    workspaces: list[Path] | None,
+    with_hooks: bool,
+    platform: Platform | None,
+    launcher: Launcher | None,
+    pythons: list[Path] | None,
+    url: str | None,
+    token_file: Path | None,
+) -> InstallPlan:
+    from trainsleuth.clients.approval import (
+        ApprovalConfigError,
+        enforcement_note,
+        merge_claude_code_permissions,
+        merge_vscode_settings,
+        vscode_settings_path,
+    )
+
     if client not in SPECS:
         raise InstallError(f"unknown client {client!r}; choose one of: {', '.join(CLIENTS)}")
     spec = SPECS[client]
@@ -404,33 +478,92 @@ def plan_install(
         raise InstallError(
             f"{spec.title} has no pre-tool hooks; --with-hooks works with: {', '.join(HOOK_CLIENTS)}"
         )
+    if url and client == "claude-desktop":
+        raise InstallError(
+            "Claude Desktop's config file only starts local (stdio) servers; drop --url to install the stdio "
+            "server (remote servers are added in its Settings > Connectors)"
+        )
+    if url and pythons:
+        raise InstallError("--python applies to a server the client starts; with --url, pass "
+                           "--allow-python to `trainsleuth serve` instead")  # fmt: skip
     project = (project or Path.cwd()).absolute()
     notes: list[str] = []
     ws = [Path(w).expanduser().absolute() for w in (workspaces or [])]
     if not ws and (chosen == "project" and client != "vscode"):
         ws = [project]
-    if not ws and client in ("claude-desktop", "windsurf"):
+    if not ws and client in ("claude-desktop", "windsurf") and not url:
         ws = [project]
         notes.append(
             f"{spec.title} starts servers from its own folder, so the workspace is set to {project}; "
             "pass --workspace PATH to choose another"
         )
-    changes: list[FileChange] = []
+    files: dict[Path, tuple[dict[str, Any], str | None, list[str]]] = {}
+
+    def load(path: Path, what: str, allow_comments: bool = False) -> dict[str, Any]:
+        if path not in files:
+            data, old = read_json_object(path, allow_comments=allow_comments)
+            if old is not None and allow_comments and _has_comments(old):
+                notes.append(f"{path} has comments, which JSON cannot keep: they stay in the backup copy")
+            files[path] = (data, old, [])
+        files[path][2].append(what)
+        return files[path][0]
+
     path = spec.config_path(platform, chosen, project)
-    data, old = read_json_object(path, allow_comments=spec.allow_comments)
-    servers = _section(data, spec.servers_key, path)
-    servers[SERVER_NAME] = spec.entry(launcher, server_args(client, chosen, ws))
-    changes.append(FileChange(path, dump_json(data), old, f"{spec.title} MCP servers ({chosen})"))
-    if with_hooks:
+    servers = _section(
+        load(path, f"{spec.title} MCP servers ({chosen})", spec.allow_comments), spec.servers_key, path
+    )
+    private: set[Path] = set()
+    if url:
+        if chosen == "project" and tracked_by_git(path):
+            raise InstallError(
+                f"{path} would hold the server's token and is not git-ignored, so it could be committed: use "
+                f"--scope user, or add {path.name} to .gitignore first; nothing was changed"
+            )
+        servers[SERVER_NAME] = http_entry(client, url, http_token(url, token_file))
+        private.add(path)
+        notes.append(f"{path} holds the server's bearer token: it is written readable by you only")
+    else:
+        servers[SERVER_NAME] = spec.entry(
+            launcher, server_args(client, chosen, ws, check_pythons(pythons or []))
+        )
+    try:
+        approval_path: Path | None = None
+        if client == "claude-code":
+            approval_path = hook_config_path(client, platform, chosen, project)
+            merge_claude_code_permissions(
+                load(approval_path, f"{spec.title} settings ({chosen})"), approval_path
+            )
+        elif client == "vscode":
+            approval_path = vscode_settings_path(project, platform.app_config_dir("Code") / "User", chosen)
+            merge_vscode_settings(
+                load(approval_path, f"{spec.title} settings ({chosen})", True), approval_path
+            )
+        elif client == "cursor":
+            approval_path = hook_config_path(client, platform, chosen, project)
+    except ApprovalConfigError as exc:
+        raise InstallError(str(exc)) from None
+    if client in HOOK_CLIENTS and (with_hooks or client == "cursor"):
         hpath = hook_config_path(client, platform, chosen, project)
-        hdata, hold = read_json_object(hpath)
+        hdata = load(hpath, f"{spec.title} hooks ({chosen})")
         command = launcher.shell_command(platform.os, "hook", client)
         if client == "claude-code":
-            _merge_claude_code_hooks(hdata, command, hpath)
+            # Claude Code lets a call through when a hook fails with any code but 2: `|| exit 2` makes a
+            # missing or crashing gate block the call instead (fail closed).
+            _merge_claude_code_hooks(hdata, f"{command} || exit 2", hpath)
+        elif client == "windsurf":
+            _merge_windsurf_hooks(hdata, f"{command} || exit 2", hpath)  # same exit-code rule as Claude Code
         else:
-            _merge_cursor_hooks(hdata, command, hpath)
-        changes.append(FileChange(hpath, dump_json(hdata), hold, f"{spec.title} hooks ({chosen})"))
+            _merge_cursor_hooks(hdata, command, hpath, edit_gate=with_hooks)
+    notes.append(enforcement_note(client, approval_path))
+    changes = [
+        FileChange(p, dump_json(data), old, " + ".join(dict.fromkeys(what)), private=p in private)
+        for p, (data, old, what) in files.items()
+    ]
     return InstallPlan(client, chosen, changes, notes)
+
+
+def _has_comments(text: str) -> bool:
+    return _strip_jsonc(text) != re.sub(r",(\s*[}\]])", r"\1", text)
 
 
 def _backup_path(path: Path) -> Path:
@@ -443,12 +576,14 @@ def _backup_path(path: Path) -> Path:
     return candidate
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str, private: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.trainsleuth-tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     try:
-        if path.exists():
+        if private:
+            os.chmod(tmp, 0o600)
+        elif path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)
     finally:
@@ -468,8 +603,10 @@ def apply_plan(plan: InstallPlan) -> InstallResult:
             if change.old_text is not None:
                 backup = _backup_path(change.path)
                 backup.write_text(change.old_text, encoding="utf-8")
+                # The backup may hold what the original held (a token): same permissions as the original.
+                os.chmod(backup, change.path.stat().st_mode & 0o777)
                 backups.append(backup)
-            _atomic_write(change.path, change.new_text)
+            _atomic_write(change.path, change.new_text, change.private)
         except OSError as exc:
             raise InstallError(f"cannot write {change.path}: {exc}") from exc
         written.append(change.path)

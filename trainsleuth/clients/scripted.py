@@ -333,6 +333,13 @@ def load_playbook(path: Path, *, url: str | None = None, token: str | None = Non
         target = ServerTarget(url=url, token=token)
     elif server.get("url"):
         tok = token or (os.environ.get(str(server["token_env"])) if server.get("token_env") else None)
+        if tok is None:
+            from trainsleuth.server.tokens import TokenError, find_token
+
+            try:
+                tok = find_token(str(server["url"]))[0]  # the token file the server made for its address
+            except TokenError as exc:
+                raise UsageError(str(exc)) from None
         target = ServerTarget(url=str(server["url"]), token=tok)
     elif server.get("command"):
         cmd = server["command"]

@@ -9,6 +9,16 @@ Ids are listed most likely first.
 from __future__ import annotations
 
 CODE_LINKS: dict[str, list[str]] = {
+    # ----------------------------------------------------------------- gradient probe: loss contract (issue 17)
+    "labels_all_ignored": ["padding-in-loss", "label-errors"],
+    "label_out_of_range": ["label-errors"],
+    "loss_input_mismatch": ["unstable-softmax", "loss-reduction-mismatch"],
+    "loss_wrong_axis": ["loss-reduction-mismatch"],
+    "loss_broadcast": ["loss-reduction-mismatch"],
+    "initial_loss_off": ["bad-initialisation"],
+    "train_mode_off": ["train-eval-mode"],
+    "dropout_in_eval": ["train-eval-mode"],
+    "grad_accumulation_mismatch": ["grad-accumulation-scaling", "missing-zero-grad", "ddp-no-sync-misuse"],
     # ----------------------------------------------------------------- gradient probe
     "nonfinite_loss": [
         "log-of-zero",
@@ -157,8 +167,32 @@ CODE_LINKS: dict[str, list[str]] = {
         "version-regression",
         "dataloader-deadlock",
     ],
+    # ----------------------------------------------------------------- compare_runs / check_resume
+    "run_divergence": [
+        "lr-schedule-misconfigured",
+        "optimizer-state-not-restored",
+        "version-regression",
+        "resume-data-position",
+        "lr-too-high",
+    ],
+    "resume_not_restored": [
+        "optimizer-state-not-restored",
+        "resume-data-position",
+        "checkpoint-key-mismatch",
+    ],
 }
 
 
 def failure_modes_for(code: str) -> list[str]:
     return list(CODE_LINKS.get(code, []))
+
+
+def relevant_failure_modes(code: str, context: list[str] | set[str]) -> list[str]:
+    """`failure_modes_for`, leaving out entries of a domain nothing in `context` shows (the metric
+    names a log records, the module names a probe saw, words of the symptom): no RL entropy
+    collapse for a regressor's plateau."""
+    from trainsleuth.knowledge.relevance import filter_failure_modes, metric_signals, text_signals
+
+    names = list(context)
+    signals = text_signals(" ".join(names), "context").merge(metric_signals(names))
+    return filter_failure_modes(failure_modes_for(code), signals)

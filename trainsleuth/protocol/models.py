@@ -61,6 +61,21 @@ class ProposedFix(BaseModel):
     change: str = Field(description="The one change, described precisely.")
 
 
+class Reproduction(BaseModel):
+    """The server's own run of the reproducer on the unfixed tree, and what it could reach then."""
+
+    command: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    output_tail: str = ""
+    at: float
+    evidence_id: str | None = None
+    interpreters: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(
+        default_factory=list, description="Logs and plots the run wrote itself (not counted as changes)."
+    )
+
+
 class DiagnosisSpec(BaseModel):
     symptom: str
     root_cause: str
@@ -81,14 +96,31 @@ class DiagnosisSpec(BaseModel):
     hypothesis_id: str | None = Field(
         default=None, description="The confirmed hypothesis this rests on (full pathway; default: latest)."
     )
+    reproducer: str | None = Field(
+        default=None,
+        description="Shell command that fails now and passes once fixed (default: the investigation's).",
+    )
+    reproducer_timeout_s: float | None = None
+
+
+ApprovalPath = Literal["elicitation", "terminal", "one_time_code", "approve_diagnosis", "capture_knowledge"]
 
 
 class Approval(BaseModel):
-    path: Literal["elicitation", "approve_diagnosis"]
+    path: ApprovalPath = Field(
+        description="How the person decided: elicitation (the client's dialog), terminal (`trainsleuth "
+        "approve` in their own terminal), one_time_code (a code the server showed on a private channel), or "
+        "approve_diagnosis (an unverified record from an older trainsleuth, or a rejection, which needs no proof)."
+    )
     decision: Literal["approve", "reject"]
     approver: str | None = None
     words: str | None = None
     at: float
+    client: str | None = Field(default=None, description="The MCP client that carried the decision.")
+    channel: str | None = Field(default=None, description="Where the one-time code was shown.")
+    amended_files: list[str] = Field(
+        default_factory=list, description="Files added to the approved fix by this approval (an amendment)."
+    )
 
 
 class ReviewView(BaseModel):
@@ -117,10 +149,16 @@ class DiagnosisView(DiagnosisSpec):
     ]
     created_at: float
     approval: Approval | None = None
+    amendments: list[Approval] = Field(default_factory=list)
     reviews: list[ReviewView] = Field(default_factory=list)
+    reproduction: Reproduction | None = None
+    settled_by: list[str] = Field(
+        default_factory=list,
+        description="Evidence that settled the question without hypotheses (bisect + finding).",
+    )
     failed_attempts: int = Field(
         default=0,
-        description="Failed fix attempts on this root cause (strikes; three halt the investigation).",
+        description="Failed fix attempts on this problem since its last halt (strikes; three halt it).",
     )
 
 
@@ -144,6 +182,11 @@ class AttemptView(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     reverted: list[str] = Field(default_factory=list)
     learned: str | None = None
+    unapproved: list[str] = Field(
+        default_factory=list,
+        description="What changed that the approved fix does not name (needs undoing or a new approval).",
+    )
+    repeats: str | None = Field(default=None, description="A failed attempt whose diff this attempt repeats.")
 
 
 class InvestigationSummary(BaseModel):
@@ -162,6 +205,7 @@ class InvestigationView(InvestigationSummary):
     observed: str | None = None
     started_when: str | None = None
     what_changed: str | None = None
+    last_good: str | None = None
     reproducible: Reproducible = "unknown"
     reproducer: str | None = None
     reproducer_timeout_s: float = 600
@@ -174,5 +218,15 @@ class InvestigationView(InvestigationSummary):
     diagnoses: list[DiagnosisView] = Field(default_factory=list)
     attempts: list[AttemptView] = Field(default_factory=list)
     three_strike_report: str | None = None
+    problem_id: str | None = Field(
+        default=None, description="The problem this investigation's strikes count on."
+    )
+    linked: dict[str, Any] | None = Field(
+        default=None, description="Why it was linked to an earlier investigation of the same problem."
+    )
+    strikes: int = Field(default=0, description="Failed fix attempts on the problem since its last halt.")
+    snapshot_refs: list[str] = Field(
+        default_factory=list, description="Git refs trainsleuth still keeps for it (removed when it closes)."
+    )
     knowledge: dict[str, Any] | None = None
     timeline: list[TimelineEvent] = Field(default_factory=list)

@@ -2,8 +2,11 @@
 
 `take_snapshot` writes the working tree as it is right now (HEAD plus every uncommitted change:
 modified, deleted, and untracked-but-not-ignored files) into a git tree object using a
-*temporary* index file under `.trainsleuth/`, then wraps it in a commit kept alive by a ref under
+*temporary* index file in the state folder (outside the repository; left-overs of a killed server
+are swept on the next snapshot), then wraps it in a commit kept alive by a ref under
 `refs/trainsleuth/`. The user's index, working tree, HEAD, branches and stash are never modified.
+The refs live only as long as they are needed: `delete_refs` removes an attempt's or an
+investigation's refs when it is verified or closed, and `list_refs` shows what is left.
 
 `diff_snapshots` compares two snapshots; `restore_files` puts back, from the earlier snapshot,
 only the files that changed between two snapshots, and only where the file on disk still holds
@@ -16,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,16 +124,41 @@ def repo_root(workspace: Path) -> Path:
     return Path(proc.stdout.decode().strip())
 
 
-def take_snapshot(workspace: Path, state_dir: Path, ref_name: str) -> Snapshot:
-    """Record the working tree of `workspace` (limited to the workspace folder) as a commit."""
+STALE_TMP_S = 3600
+
+
+def _temp_dir(state_dir: Path) -> Path:
+    """A fresh folder for a temporary index, under the state folder; sweeps ones a killed process left."""
+    base = state_dir / "tmp"
+    base.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    for old in base.glob("snapshot-*"):
+        try:
+            if now - old.stat().st_mtime > STALE_TMP_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    return Path(tempfile.mkdtemp(prefix="snapshot-", dir=base))
+
+
+@dataclass
+class WorkTree:
+    root: Path
+    prefix: str
+    head: str | None
+    tree: str
+    skipped_large: list[str]
+
+
+def write_tree(workspace: Path, state_dir: Path) -> WorkTree:
+    """The working tree of `workspace` (limited to the workspace folder) as a git tree object."""
     workspace = workspace.resolve()
     root = repo_root(workspace).resolve()
     rel = workspace.relative_to(root).as_posix() if workspace != root else ""
     prefix = f"{rel}/" if rel else ""
     head_proc = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
     head = head_proc.stdout.decode().strip() if head_proc.returncode == 0 else None
-    # The temporary index lives outside the repository, so it can never end up in a snapshot.
-    tmp_dir = Path(tempfile.mkdtemp(prefix="trainsleuth-snapshot-"))
+    tmp_dir = _temp_dir(state_dir)
     index_path = tmp_dir / "index"
     try:
         state_rel = state_dir.resolve().relative_to(root).as_posix() + "/"
@@ -165,28 +194,76 @@ def take_snapshot(workspace: Path, state_dir: Path, ref_name: str) -> Snapshot:
         tree = _git(root, "write-tree", env=env).stdout.decode().strip()
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
+    return WorkTree(root, prefix, head, tree, skipped)
+
+
+def commit_tree(root: Path, tree: str, head: str | None, ref: str, message: str) -> str:
+    """Wrap a tree in a commit kept alive by `ref` (so git never prunes it while it is needed)."""
+    args = ["commit-tree", tree, "-m", message]
     if head:
-        base_tree = _git(root, "rev-parse", f"{head}^{{tree}}").stdout.decode().strip()
+        args[2:2] = ["-p", head]
+    commit = _git(root, *args, env=_IDENTITY).stdout.decode().strip()
+    _git(root, "update-ref", ref, commit)
+    return commit
+
+
+def take_snapshot(workspace: Path, state_dir: Path, ref_name: str) -> Snapshot:
+    """Record the working tree of `workspace` (limited to the workspace folder) as a commit."""
+    wt = write_tree(workspace, state_dir)
+    root = wt.root
+    if wt.head:
+        base_tree = _git(root, "rev-parse", f"{wt.head}^{{tree}}").stdout.decode().strip()
     else:
         base_tree = (
             _git(root, "hash-object", "-t", "tree", "--stdin", input_bytes=b"").stdout.decode().strip()
         )
-    args = ["commit-tree", tree, "-m", f"trainsleuth snapshot {ref_name}"]
-    if head:
-        args[2:2] = ["-p", head]
-    commit = _git(root, *args, env=_IDENTITY).stdout.decode().strip()
-    ref = f"refs/trainsleuth/{ref_name}"
-    _git(root, "update-ref", ref, commit)
+    ref = f"{REF_PREFIX}{ref_name}"
+    commit = commit_tree(root, wt.tree, wt.head, ref, f"trainsleuth snapshot {ref_name}")
     return Snapshot(
         repo_root=str(root),
-        prefix=prefix,
-        head=head,
+        prefix=wt.prefix,
+        head=wt.head,
         commit=commit,
-        tree=tree,
+        tree=wt.tree,
         ref=ref,
-        dirty=tree != base_tree,
-        skipped_large=skipped,
+        dirty=wt.tree != base_tree,
+        skipped_large=wt.skipped_large,
     )
+
+
+REF_PREFIX = "refs/trainsleuth/"
+
+
+def list_refs(workspace: Path, under: str = "") -> list[str]:
+    """trainsleuth's refs in the workspace's repository (optionally only those under `under`)."""
+    try:
+        root = repo_root(workspace)
+    except SnapshotError:
+        return []
+    proc = _git(root, "for-each-ref", "--format=%(refname)", REF_PREFIX + under, check=False)
+    return [line for line in proc.stdout.decode().splitlines() if line.startswith(REF_PREFIX)]
+
+
+def delete_refs(workspace: Path, under: str = "") -> list[str]:
+    """Remove trainsleuth's refs (all of them, or those under `under`, e.g. an investigation id)."""
+    refs = list_refs(workspace, under)
+    if not refs:
+        return []
+    root = repo_root(workspace)
+    payload = "".join(f"delete {ref}\n" for ref in refs).encode()
+    _git(root, "update-ref", "--stdin", input_bytes=payload)
+    return refs
+
+
+def tree_changes(root: Path, before_tree: str, after_tree: str, prefix: str = "") -> list[str]:
+    """Paths (relative to the repository root) that differ between two trees."""
+    proc = _git(root, "diff-tree", "-r", "-z", "--no-renames", "--name-only", before_tree, after_tree)
+    names = [n for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+    return [n for n in names if not prefix or n.startswith(prefix)]
+
+
+def object_exists(root: Path, obj: str) -> bool:
+    return _git(root, "cat-file", "-e", obj, check=False).returncode == 0
 
 
 def diff_changes(before: Snapshot, after: Snapshot) -> list[Change]:

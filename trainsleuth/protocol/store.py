@@ -1,4 +1,8 @@
-"""SQLite state at `<workspace>/.trainsleuth/state.db`: WAL mode, versioned schemas, safe across processes.
+"""SQLite state (WAL mode, versioned schemas, safe across processes), kept outside the workspace.
+
+`default_state_path(workspace)` is the authoritative place (`protocol/location.py`): a per-user state
+folder keyed by the workspace's real path, so the assistant working inside the workspace cannot edit,
+delete or shadow it by accident or by a stray command.
 
 Each component (protocol, jobs, literature cache, ...) owns its tables and its own list of
 migrations, applied in order and recorded in `schema_versions`, so components evolve
@@ -15,13 +19,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from trainsleuth.protocol.location import (
+    DB_NAME,
+    GITIGNORE,
+    WORKSPACE_DIR,
+    authoritative_db,
+    ensure_private_dir,
+)
+
 Migration = Callable[[sqlite3.Connection], None] | str
 
-STATE_DIR_NAME = ".trainsleuth"
-DB_NAME = "state.db"
+STATE_DIR_NAME = WORKSPACE_DIR
 BUSY_TIMEOUT_MS = 30_000
-
-_GITIGNORE = "# Written by trainsleuth: local investigation state, never committed.\n*\n"
 
 
 class StoreError(Exception):
@@ -29,23 +38,28 @@ class StoreError(Exception):
 
 
 def default_state_path(workspace: Path) -> Path:
-    return workspace / STATE_DIR_NAME / DB_NAME
+    """The authoritative state database of a workspace (outside it; see protocol/location.py)."""
+    return authoritative_db(workspace)
 
 
 def ensure_state_dir(directory: Path) -> None:
-    """Create the state folder with a .gitignore that keeps it out of the user's commits."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Create the state folder: private to the user, or with a .gitignore inside a `.trainsleuth/` folder."""
     if directory.name == STATE_DIR_NAME:
+        directory.mkdir(parents=True, exist_ok=True)
         gitignore = directory / ".gitignore"
         if not gitignore.exists():
-            gitignore.write_text(_GITIGNORE, encoding="utf-8")
+            gitignore.write_text(GITIGNORE, encoding="utf-8")
+    else:
+        ensure_private_dir(directory)
 
 
 class Store:
     """A handle on one state database. Cheap to create; connections are opened per use."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, workspace: Path | None = None) -> None:
         self.path = Path(path)
+        # The workspace this state governs, when known (the protocol writes its marker there).
+        self.workspace = Path(workspace) if workspace is not None else None
         self._migrated: set[str] = set()
         self._lock = threading.Lock()
         try:
@@ -148,3 +162,15 @@ def _split_sql(script: str) -> list[str]:
     if buf.strip():
         statements.append(buf.strip())
     return statements
+
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DB_NAME",
+    "STATE_DIR_NAME",
+    "Migration",
+    "Store",
+    "StoreError",
+    "default_state_path",
+    "ensure_state_dir",
+]

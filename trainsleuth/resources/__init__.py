@@ -17,3 +17,6 @@ def register_resources(server: MCPServer, ctx: ServerContext) -> None:
     from trainsleuth.resources import knowledge_resources
 
     knowledge_resources.register(server, ctx)
+    from trainsleuth.resources import probe_docs
+
+    probe_docs.register(server, ctx)

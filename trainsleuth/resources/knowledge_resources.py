@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 
 from trainsleuth.knowledge import catalog
@@ -26,7 +26,7 @@ MD = "text/markdown"
 def failure_mode_text(fid: str) -> str:
     fm = catalog.failure_modes().get(fid)
     if fm is None:
-        raise ResourceError(
+        raise ResourceNotFoundError(
             f"no failure mode {fid!r}; read knowledge://index for the list, or call lookup_constraints "
             "with the symptom"
         )
@@ -36,7 +36,9 @@ def failure_mode_text(fid: str) -> str:
 def checklist_text(name: str) -> str:
     cl = catalog.checklists().get(name)
     if cl is None:
-        raise ResourceError(f"no checklist {name!r}; available: {', '.join(sorted(catalog.checklists()))}")
+        raise ResourceNotFoundError(
+            f"no checklist {name!r}; available: {', '.join(sorted(catalog.checklists()))}"
+        )
     return cl.to_markdown()
 
 
@@ -56,7 +58,7 @@ def fix_pattern_text(pid: str, ctx: ServerContext) -> str:
                     if key in rec:
                         lines.append(f"- **{key.replace('_', ' ').title()}:** {rec[key]}")
                 return "\n".join(lines) + "\n"
-    raise ResourceError(
+    raise ResourceNotFoundError(
         f"no fix pattern {pid!r} in the built-in archive or in {path}; read knowledge://index for the list"
     )
 
@@ -68,7 +70,9 @@ def constraint_text(number: str, ctx: ServerContext) -> str:
     found = [e for e in pk.find(number) if e.path == pk.constraints_file]
     if not found:
         have = ", ".join(e.address for e in pk.entries if e.path == pk.constraints_file) or "none"
-        raise ResourceError(f"no constraint {number!r} in {pk.constraints_file} (entries: {have[:400]})")
+        raise ResourceNotFoundError(
+            f"no constraint {number!r} in {pk.constraints_file} (entries: {have[:400]})"
+        )
     e = found[0]
     where = f" · {e.category}" if e.category else ""
     return f"# Constraint {e.number}: {e.title}\n\n{e.pointer}{where}\n\n{e.body}\n"

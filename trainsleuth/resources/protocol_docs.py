@@ -25,70 +25,91 @@ that names the missing step.
 
 ## 1. Investigate
 `start_investigation` with the symptom, expected vs observed behaviour, when it started and what
-changed, whether it reproduces (always / intermittent / no), and a reproducer: a shell command, run
-in the workspace, that fails now and passes once the problem is fixed. The server picks a pathway:
+changed (or `last_good`: the last version or commit that worked), whether it reproduces (always /
+intermittent / no), and a reproducer: a shell command, run in the workspace, that fails now and
+passes once the problem is fixed. The server picks a pathway:
 - **quick**: reproducible every time right after a known change (an obvious cause);
 - **full**: everything else. A quick investigation switches to the full protocol after its first
   failed fix attempt, or after 15 minutes without a resolution, and says so.
+An investigation that looks like an unresolved one (similar symptom, same reproducer) is linked to
+it and shares its failed fix attempts; only the person can start it fresh (`fresh: true`).
 Read the checklists and constraints it suggests.
 
 ## 2. Gather evidence and compare with what works
 Call analysis tools (`analyze_training_log`, `probe_gradients`, `check_distributed`,
-`diff_checkpoints`, `environment_report`, `bisect_commits`, ...) with `investigation_id`: each
-result is stored as evidence and returns an evidence id. Record what you observed yourself with
-`record_evidence`. Compare with a known-good commit, config, environment or run.
+`diff_checkpoints`, `environment_report`, `bisect_commits`, ...): while one investigation is open,
+each result is stored on it as evidence by itself, with a short id (e1, e2, ...); with several
+open, pass `investigation_id`. Record what you observed yourself with `record_evidence`. Compare
+with a known-good commit, config, environment or run: `compare_runs` aligns a good run with the
+failing one, names the first metric that leaves the good run's noise band, ranks their config and
+environment differences, and offers a bisect (with a reproducer to approve) when they come from two
+commits or versions; `check_resume` names what a resume from a checkpoint does not restore.
 
 ## 3. Hypotheses, one at a time (full pathway)
 `propose_hypotheses`: 3-5, most likely first, each with what would confirm it and what would rule
 it out. The first goes under test; `resolve_hypothesis` confirms or rules it out citing evidence
-ids, and the next one goes under test. A diagnosis on the full pathway rests on a confirmed one.
+ids, and the next one goes under test. A diagnosis on the full pathway rests on a confirmed one,
+or on a bisect that found the first bad commit (or version) cited together with a finding of an
+analysis tool: those settle the question without hypotheses (not after a failed fix).
 
 ## 4. Gate 4: the diagnosis
 `submit_diagnosis` (see `protocol://gate-4-template`): symptom, root cause, the evidence ids that
-support it, mechanism, proposed fix (files and the change), side effects, what it will not fix,
-confidence, alternatives considered, and the observation that would disprove it and whether you
-looked for it. Refused without existing evidence ids or without the disproving observation.
+support it, mechanism, proposed fix (the files it changes and the change), the reproducer (default:
+the investigation's), side effects, what it will not fix, confidence, alternatives considered, and
+the observation that would disprove it and whether you looked for it. The server then runs the
+reproducer on the unfixed tree: if it passes, the diagnosis is refused ("the reproducer does not
+reproduce"). Its run and a fingerprint of what it can reach (the workspace's files, test
+configuration even when git-ignored, the interpreters' site-packages) are kept.
 - Confidence below 0.8: a critical reviewer (the `critical_review` prompt, ideally a fresh agent)
   must return CONFIRMED via `record_review` before approval. CHALLENGED or INSUFFICIENT_EVIDENCE
   sends the investigation back to hypotheses.
 - A person approves with `approve_diagnosis`: clients with elicitation show the person a dialog
-  (approve / reject with a comment); other clients pass `approver` and the person's own `words`.
-  A rejection goes back to hypotheses with the comment recorded.
+  (approve / reject with a comment). Without a dialog, the person decides with
+  `trainsleuth approve` in their own terminal, or gives you the one-time code the server showed
+  them on its terminal or a notification (never in a tool result); then call `approve_diagnosis`
+  again (with `code`). A rejection needs no proof and goes back to hypotheses.
 
 ## 5. Fix, verify, and stop after three strikes
 `begin_fix` (refused until a diagnosis is approved) records HEAD plus a snapshot of uncommitted
 changes without touching your files. Make the one change the diagnosis proposes. `verify_fix` runs
-the reproducer, stores its exit code and output tail as evidence, and stores the attempt's diff.
-Passing resolves the investigation; failing is a strike (`revert: true` restores only the files the
-attempt changed; other uncommitted work is kept). Changing files outside the proposed fix, or many
-files at once, draws a warning (a displaced or shotgun fix). The third failed attempt on one
-diagnosis halts the investigation with a three-strike report; `begin_fix` stays refused until a
-new diagnosis with a different root cause is approved.
+the approved reproducer and stores its exit code, output tail and the attempt's diff as evidence.
+It resolves only if the reproducer passes and nothing it can reach changed beyond the files the
+approved fix names; otherwise it names each file, and the attempt stays open until the change is
+undone or the person approves it (`approve_diagnosis`). A failing run is a strike (`revert: true`
+restores only the files the attempt changed). Three failed attempts on one problem (across linked
+investigations and reworded diagnoses) halt it with a three-strike report; `begin_fix` stays
+refused until the person approves a diagnosis with a different root cause. An attempt that repeats
+a failed change is recognised by its diff.
 
 ## 6. Capture knowledge
-`capture_knowledge` closes a resolved investigation with a root-cause-analysis document
-(default `docs/rca/`), and optionally a new project constraint and a fix-pattern record, or an
-explicit record that there is no new knowledge. An unresolved investigation can be closed only
-by a person: `capture_knowledge` with `abandon: true` and a reason asks them.
+`capture_knowledge` closes a resolved investigation with a root-cause-analysis document (default
+`.trainsleuth/rca/`, git-ignored; `rca_dir: docs/rca` puts it in the repository), and optionally a
+new project constraint and a fix-pattern record, or an explicit record that there is no new
+knowledge. Closing removes the git refs trainsleuth kept under `refs/trainsleuth/`. An unresolved
+investigation can be closed only by a person: `capture_knowledge` with `abandon: true` and a reason.
 
-State lives in the workspace (`.trainsleuth/state.db`), so investigations survive restarts;
-`get_investigation` and `investigation://{id}` show the whole timestamped timeline.
+State lives outside the workspace (a per-user state folder keyed by the workspace's real path,
+sealed against edits), so investigations survive restarts and cannot be edited by accident;
+`get_investigation` and `investigation://{id}` show the whole timestamped timeline, including how
+each approval was given.
 """
 
 GATE4_TEMPLATE = """\
 # Gate 4: diagnosis template
 
-Fill every field; `submit_diagnosis` refuses a diagnosis without cited, existing evidence ids or
-without the observation that would disprove it.
+Fill every field; `submit_diagnosis` refuses a diagnosis without cited, existing evidence ids,
+without the observation that would disprove it, without the files of the fix, or whose reproducer
+passes on the unfixed tree (the server runs it).
 
 ```json
 {
   "investigation_id": "inv-…",
   "symptom": "What goes wrong, with numbers (e.g. loss NaN at step 3120 on rank 0)",
   "root_cause": "The single cause, stated so it could be wrong",
-  "evidence_ids": ["ev-…", "ev-…"],
+  "evidence_ids": ["e1", "e3"],
   "mechanism": "Why this cause produces exactly this symptom",
   "proposed_fix": {"files": ["path/in/workspace.py"], "change": "The one change"},
+  "reproducer": "pytest tests/test_x.py -x (default: the investigation's; must fail now)",
   "side_effects": "What else the change affects",
   "will_not_fix": "Related problems this change does not address",
   "confidence": 0.85,
@@ -96,7 +117,7 @@ without the observation that would disprove it.
   "disproving_observation": "What you would see if this root cause were wrong",
   "disproof_looked_for": true,
   "disproof_result": "What looking for it showed",
-  "hypothesis_id": "hyp-… (full pathway: the confirmed hypothesis)"
+  "hypothesis_id": "h2 (full pathway: the confirmed hypothesis)"
 }
 ```
 

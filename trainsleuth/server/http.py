@@ -1,9 +1,9 @@
-"""Streamable HTTP transport: loopback by default, DNS-rebinding protection, bearer token off loopback."""
+"""Streamable HTTP transport: loopback by default, DNS-rebinding protection, a bearer token always
+(unless `--no-auth` on loopback). Token files: `trainsleuth/server/tokens.py`."""
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 from collections.abc import Sequence
 
@@ -11,22 +11,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from trainsleuth.server.tokens import TOKEN_ENV, is_loopback
+
 log = logging.getLogger("trainsleuth.http")
 
-TOKEN_ENV = "TRAINSLEUTH_TOKEN"
+__all__ = ["TOKEN_ENV", "ConfigurationError", "build_http_app", "check_bind", "is_loopback", "serve_http"]
 
 
 class ConfigurationError(Exception):
     """The server refuses to start with this configuration; the message says how to fix it."""
-
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def security_settings(host: str, port: int, extra_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
@@ -75,8 +68,8 @@ def check_bind(host: str, token: str | None) -> None:
     if not is_loopback(host) and not token:
         raise ConfigurationError(
             f"refusing to serve on non-loopback address {host!r} without a token: anyone who can reach it "
-            f"could run code in your workspace. Pass --token SECRET (or set {TOKEN_ENV}) and send "
-            "'Authorization: Bearer SECRET' from the client, or bind 127.0.0.1."
+            "could run code in your workspace. Drop --no-auth (a token is then made and stored for you), "
+            f"or pass --token-file FILE (or set {TOKEN_ENV}), or bind 127.0.0.1."
         )
 
 

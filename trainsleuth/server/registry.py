@@ -1,9 +1,15 @@
 """How every trainsleuth tool is declared: pydantic in, pydantic out, honest annotations,
-workspace-checked paths, bounded text, errors as `isError` results that name the next step.
+workspace-checked paths, bounded results, errors as `isError` results that name the next step.
 
 A handler is a plain function `handler(args, call) -> OutputModel`. Sync handlers run in a
 worker thread (they may block on subprocesses); when the MCP call is cancelled,
 `call.cancel_event` is set so the handler's child processes are killed.
+
+What a client sees is built here too: the published input schema (`server/schema.py`), no
+output schema (results are small and bounded instead, `server/results.py`), and arguments
+checked before anything can drop them. A tool declared `long_running=True` runs as a job in a
+process of its own (`server/longrun.py`): the call waits up to ~40 s with progress, then hands
+back a job id for `get_job`.
 """
 
 from __future__ import annotations
@@ -16,19 +22,24 @@ import os
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Generic, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, get_args, get_origin
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainsleuth.protocol.ledger import ProtocolError, record_tool_evidence
+from trainsleuth.protocol.ledger import ProtocolError, record_open_evidence, record_tool_evidence
 from trainsleuth.protocol.store import StoreError
 from trainsleuth.server.context import ServerContext
+from trainsleuth.server.results import bound_text, build_result, error_result
+from trainsleuth.server.schema import published_schema
 from trainsleuth.server.workspace import PolicyError, check_ref
+
+if TYPE_CHECKING:
+    from trainsleuth.tools.jobs import JobHandle
 
 log = logging.getLogger("trainsleuth")
 
@@ -37,9 +48,11 @@ log = logging.getLogger("trainsleuth")
 
 @dataclass(frozen=True)
 class PathArg:
-    """Marks a field as a filesystem path that must resolve inside a workspace."""
+    """Marks a field as a filesystem path that must resolve inside a workspace. With `read_only`,
+    the tool only reads it, so it may also lie outside the workspaces (see `server/workspace.py`)."""
 
     must_exist: bool = False
+    read_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,8 @@ class EntrypointArg:
 
 WorkspacePath = Annotated[str, PathArg()]
 ExistingPath = Annotated[str, PathArg(must_exist=True)]
+# An existing file or folder the tool only reads: allowed outside the workspaces, never written there.
+ReadPath = Annotated[str, PathArg(must_exist=True, read_only=True)]
 GitRef = Annotated[str, RefArg()]
 Entrypoint = Annotated[str, EntrypointArg()]
 
@@ -64,9 +79,8 @@ class ToolInput(BaseModel):
 
 
 class AnalysisInput(ToolInput):
-    investigation_id: str | None = Field(
-        default=None, description="If given, the result is stored as evidence on this investigation."
-    )
+    # Described once in the server's instructions, not on every tool (tools/list stays small).
+    investigation_id: str | None = None
 
 
 class ToolOutput(BaseModel):
@@ -94,7 +108,25 @@ class ToolFailure(Exception):
         self.next_step = next_step
 
 
-# ---------------------------------------------------------------------------- pagination and bounds
+def expected_failure(exc: BaseException, ctx: ServerContext) -> tuple[str, str | None] | None:
+    """(message, next step) for the failures a user can act on; None for a bug."""
+    if isinstance(exc, PolicyError):
+        where = ", ".join(str(ws) for ws in ctx.policy.workspaces)
+        return (
+            f"Refused by workspace policy: {exc}",
+            exc.next_step or f"pass a value inside the workspace ({where}) that satisfies the rule above",
+        )
+    if isinstance(exc, (ToolFailure, ProtocolError)):
+        return exc.message, exc.next_step
+    if isinstance(exc, StoreError):
+        return (
+            f"the state store is unavailable: {exc}",
+            "make the workspace writable, or start the server with --state PATH on a writable disk",
+        )
+    return None
+
+
+# ---------------------------------------------------------------------------- pagination
 
 
 def encode_cursor(offset: int) -> str:
@@ -129,16 +161,6 @@ def paginate(items: list[T], cursor: str | None, limit: int) -> tuple[list[T], s
     return page, (encode_cursor(nxt) if nxt < len(items) else None)
 
 
-def bound_text(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    note = (
-        f"\n… [truncated: {len(text) - limit} more characters; the structured output has the data, "
-        "and list fields are paginated with a cursor]"
-    )
-    return text[: max(0, limit - len(note))] + note
-
-
 # ---------------------------------------------------------------------------- the call object
 
 
@@ -150,14 +172,36 @@ class ToolCall:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     resolved: dict[str, Any] = field(default_factory=dict)
     images: list[bytes] = field(default_factory=list)
+    # Set when the call runs as a job (long_running tools): register cleanups, check cancellation.
+    job: JobHandle | None = None
+    # Read-only inputs outside the workspaces this call was given: (field, path).
+    outside_reads: list[tuple[str, str]] = field(default_factory=list)
+    progress_sink: Callable[[float, float | None, str | None], None] | None = None
+    # Lines appended to the text result (e.g. an optional extra that is missing).
+    notes: list[str] = field(default_factory=list)
     _in_thread: bool = False
 
     def add_image(self, png: bytes) -> None:
         """Attach a PNG; it is returned as MCP image content after the text."""
         self.images.append(png)
 
+    def add_plot(self, make: Callable[[], bytes | None]) -> None:
+        """Attach the PNG `make()` draws; without the [plots] extra, say so in the result instead."""
+        from trainsleuth.tools.extras import MissingExtra
+
+        try:
+            png = make()
+        except MissingExtra as exc:
+            self.notes.append(f"No plot: {exc.message}")
+            return
+        if png:
+            self.images.append(png)
+
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress to the client (a no-op when it sent no progress token)."""
+        if self.progress_sink is not None:
+            self.progress_sink(done, total, message)
+            return
         if self.mcp_ctx is None:
             return
         report = self.mcp_ctx.report_progress
@@ -189,6 +233,10 @@ class RegisteredTool(Generic[InT, OutT]):
     output_model: type[ToolOutput]
     placeholder: bool = False
     issue: int | None = None
+    handler: Callable[..., Any] | None = None
+    schema: dict[str, Any] = field(default_factory=dict)
+    long_running: bool = False
+    hints: dict[str, bool] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------- policy application
@@ -205,12 +253,21 @@ def _markers(annotation: Any, metadata: list[Any]) -> list[Any]:
     return found
 
 
-def _apply_marker(value: Any, marker: Any, ctx: ServerContext, field_name: str) -> Any:
+def _apply_marker(
+    value: Any, marker: Any, ctx: ServerContext, field_name: str, outside: list[tuple[str, str]]
+) -> Any:
     if value is None:
         return None
     if isinstance(value, list):
-        return [_apply_marker(v, marker, ctx, f"{field_name}[{i}]") for i, v in enumerate(value)]
+        return [_apply_marker(v, marker, ctx, f"{field_name}[{i}]", outside) for i, v in enumerate(value)]
     if isinstance(marker, PathArg):
+        if marker.read_only:
+            path, is_outside = ctx.policy.resolve_read(
+                value, field=field_name, must_exist=marker.must_exist, outside_reads=ctx.config.outside_reads
+            )
+            if is_outside:
+                outside.append((field_name, str(path)))
+            return str(path)
         return str(ctx.policy.resolve(value, field=field_name, must_exist=marker.must_exist))
     if isinstance(marker, EntrypointArg):
         return check_entrypoint(value, ctx, field_name)
@@ -219,6 +276,12 @@ def _apply_marker(value: Any, marker: Any, ctx: ServerContext, field_name: str) 
 
 def check_entrypoint(value: str, ctx: ServerContext, field_name: str = "entrypoint") -> str:
     target, sep, func = value.rpartition(":")
+    if not sep and value.endswith(".py"):
+        raise PolicyError(
+            f"{field_name}: {value!r} must look like path/to/file.py:function: it names a file, not the "
+            "function that returns {'model': ..., 'batch': ...} (resource probe://entrypoint)",
+            f"to probe a training script as it is, pass scaffold={value!r} instead of {field_name}",
+        )
     if not sep or not target or not func or value.startswith("-"):
         raise PolicyError(
             f"{field_name}: {value!r} must look like path/to/file.py:function or package.module:function",
@@ -229,7 +292,7 @@ def check_entrypoint(value: str, ctx: ServerContext, field_name: str = "entrypoi
             resolved = ctx.policy.resolve(target, field=field_name, must_exist=True)
         except PolicyError as exc:
             raise PolicyError(
-                str(exc), "pass the path of an existing .py file inside the workspace"
+                str(exc), exc.next_step or "pass the path of an existing .py file inside the workspace"
             ) from None
         return f"{resolved}:{func}"
     if not all(part.isidentifier() for part in target.split(".")) or not func.isidentifier():
@@ -237,41 +300,113 @@ def check_entrypoint(value: str, ctx: ServerContext, field_name: str = "entrypoi
     return value
 
 
-def apply_policy(args: BaseModel, ctx: ServerContext) -> BaseModel:
-    """Resolve every path field and check every ref field (recursing into nested models)."""
+def apply_policy(
+    args: BaseModel, ctx: ServerContext, outside: list[tuple[str, str]] | None = None
+) -> BaseModel:
+    """Resolve every path field and check every ref field (recursing into nested models).
+
+    Read-only inputs found outside the workspaces are appended to `outside` as (field, path).
+    """
+    outside = outside if outside is not None else []
     updates: dict[str, Any] = {}
     for name, info in type(args).model_fields.items():
         value = getattr(args, name)
         markers = _markers(info.annotation, list(info.metadata))
         if markers:
-            updates[name] = _apply_marker(value, markers[0], ctx, name)
+            updates[name] = _apply_marker(value, markers[0], ctx, name, outside)
         elif isinstance(value, BaseModel):
-            updates[name] = apply_policy(value, ctx)
+            updates[name] = apply_policy(value, ctx, outside)
         elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-            updates[name] = [apply_policy(v, ctx) for v in value]
+            updates[name] = [apply_policy(v, ctx, outside) for v in value]
     return args.model_copy(update=updates) if updates else args
 
 
 # ---------------------------------------------------------------------------- results
 
 
-def error_result(message: str, next_step: str | None = None) -> CallToolResult:
-    text = message if not next_step else f"{message}\nNext step: {next_step}"
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+def outside_note(outside: list[tuple[str, str]]) -> str:
+    if not outside:
+        return ""
+    listed = ", ".join(f"{name}={path}" for name, path in outside)
+    return f"\nRead-only input outside the workspace: {listed} (read, never written or executed there)."
 
 
-def _success_result(out: ToolOutput, call: ToolCall) -> CallToolResult:
+def render_output(out: ToolOutput, call: ToolCall) -> str:
     text = out.render_text()
-    if isinstance(out, AnalysisOutput) and out.evidence_id and out.evidence_id not in text:
+    evidence_id = out.evidence_id if isinstance(out, AnalysisOutput) else None
+    already = evidence_id is not None and any(evidence_id in note for note in call.notes)
+    if isinstance(out, AnalysisOutput) and out.evidence_id and out.evidence_id not in text and not already:
         text += f"\nStored as evidence {out.evidence_id}."
-    text = bound_text(text, call.ctx.config.max_text_chars)
-    content: list[Any] = [TextContent(type="text", text=text)]
-    for png in call.images:
-        content.append(ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"))
-    return CallToolResult(content=content, structured_content=out.model_dump(mode="json", by_alias=True))
+    return text + outside_note(call.outside_reads) + "".join(f"\n{note}" for note in call.notes)
+
+
+def success_result(out: ToolOutput, call: ToolCall) -> CallToolResult:
+    cfg = call.ctx.config
+    return build_result(
+        call.name,
+        out.model_dump(mode="json", by_alias=True),
+        render_output(out, call),
+        call.images,
+        state_dir=call.ctx.workspace_files,
+        max_text_chars=cfg.max_text_chars,
+        max_structured_chars=cfg.max_structured_chars,
+    )
+
+
+# Tools whose results are a view of a job already recorded when it finished (not new evidence).
+_NOT_AUTO_EVIDENCE = frozenset({"get_job", "cancel_job"})
+
+
+def record_evidence_for(out: ToolOutput, args: BaseModel, call: ToolCall) -> None:
+    """Store an analysis result as evidence: on the investigation the call named, else (issue 22.3) on the
+    workspace's one open investigation, saying so; never failing the tool over the latter."""
+    if not isinstance(out, AnalysisOutput):
+        return
+    investigation_id = getattr(args, "investigation_id", None)
+    if investigation_id:
+        out.evidence_id = record_tool_evidence(
+            call.ctx.store, investigation_id, call.name, out.evidence_summary(), out.model_dump(mode="json")
+        )
+        return
+    if call.name in _NOT_AUTO_EVIDENCE or getattr(out, "status", None) == "running":
+        return
+    try:
+        if not call.ctx.state_path.exists():
+            return
+        evidence_id, note = record_open_evidence(
+            call.ctx.store, call.name, out.evidence_summary(), out.model_dump(mode="json")
+        )
+    except (ProtocolError, StoreError) as exc:
+        call.notes.append(f"(not stored as evidence: {getattr(exc, 'message', exc)})")
+        return
+    out.evidence_id = evidence_id
+    if note:
+        call.notes.append(f"({note})")
 
 
 # ---------------------------------------------------------------------------- registration
+
+# The MCP defaults of the four hints: a hint equal to its default is left out of tools/list.
+HINT_DEFAULTS = {
+    "read_only_hint": False,
+    "destructive_hint": True,
+    "idempotent_hint": False,
+    "open_world_hint": True,
+}
+
+
+def published_annotations(
+    read_only: bool, destructive: bool, idempotent: bool, open_world: bool
+) -> ToolAnnotations:
+    """The four hints as chosen, publishing only those that differ from the spec's defaults
+    (a client applies the defaults to the others, so the meaning is exactly the same)."""
+    chosen = {
+        "read_only_hint": read_only,
+        "destructive_hint": destructive,
+        "idempotent_hint": idempotent,
+        "open_world_hint": open_world,
+    }
+    return ToolAnnotations(**{k: v for k, v in chosen.items() if v != HINT_DEFAULTS[k]})
 
 
 class ToolRegistry:
@@ -297,21 +432,54 @@ class ToolRegistry:
         destructive: bool,
         idempotent: bool,
         open_world: bool,
+        long_running: bool = False,
         resolved: dict[str, Any] | None = None,
         placeholder: bool = False,
         issue: int | None = None,
     ) -> None:
-        """Register a tool. All four annotation hints are required so each is chosen deliberately."""
+        """Register a tool. All four annotation hints are required so each is chosen deliberately.
+
+        `long_running=True`: the handler may take minutes; it runs as a job in its own process
+        (so it survives the call and the server), the call waits up to ~40 s sending progress,
+        then returns a job id for `get_job`. The handler must be a module-level function; it
+        finds its job handle in `call.job` (cleanups, cancellation).
+        """
         is_async = inspect.iscoroutinefunction(handler)
+        if read_only and (long_running or issubclass(input_model, AnalysisInput)):
+            raise ValueError(
+                f"{name}: a tool that records evidence or jobs writes state, so read_only must be False"
+            )
+        if long_running and (is_async or "<locals>" in getattr(handler, "__qualname__", "<locals>")):
+            raise ValueError(f"{name}: a long_running handler must be a module-level sync function")
         resolved = resolved or {}
         ctx = self.ctx
+        tool: RegisteredTool[Any, Any] = RegisteredTool(
+            name,
+            input_model,
+            output_model,
+            placeholder=placeholder,
+            issue=issue,
+            handler=handler,
+            schema=published_schema(input_model),
+            long_running=long_running,
+            hints={
+                "read_only_hint": read_only,
+                "destructive_hint": destructive,
+                "idempotent_hint": idempotent,
+                "open_world_hint": open_world,
+            },
+        )
 
         async def tool_fn(**kwargs: Any) -> Any:
             mcp_ctx: Context = kwargs.pop("ctx")
             call = ToolCall(name=name, ctx=ctx, mcp_ctx=mcp_ctx)
             call.resolved = {k: kwargs.pop(k) for k in list(resolved) if k in kwargs}
             try:
-                args = apply_policy(input_model.model_validate(kwargs), ctx)
+                args = apply_policy(input_model.model_validate(kwargs), ctx, call.outside_reads)
+                if long_running:
+                    from trainsleuth.server.longrun import run_as_job
+
+                    return await run_as_job(tool, args, call)
                 if is_async:
                     out = await handler(args, call)  # type: ignore[misc]
                 else:
@@ -323,38 +491,20 @@ class ToolRegistry:
                     except anyio.get_cancelled_exc_class():
                         call.cancel_event.set()
                         raise
-                investigation_id = getattr(args, "investigation_id", None)
-                if investigation_id and isinstance(out, AnalysisOutput):
-                    summary = out.evidence_summary()
-                    data = out.model_dump(mode="json")
-                    out.evidence_id = await anyio.to_thread.run_sync(
-                        lambda: record_tool_evidence(ctx.store, investigation_id, name, summary, data)
-                    )
-                return _success_result(out, call)
-            except PolicyError as exc:
-                where = ", ".join(str(ws) for ws in ctx.policy.workspaces)
-                return error_result(
-                    f"Refused by workspace policy: {exc}",
-                    exc.next_step
-                    or f"pass a value inside the workspace ({where}) that satisfies the rule above",
-                )
-            except ToolFailure as exc:
-                return error_result(exc.message, exc.next_step)
-            except ProtocolError as exc:
-                return error_result(exc.message, exc.next_step)
-            except StoreError as exc:
-                return error_result(
-                    f"the state store is unavailable: {exc}",
-                    "make the workspace writable, or start the server with --state PATH on a writable disk",
-                )
+                await anyio.to_thread.run_sync(lambda: record_evidence_for(out, args, call))
+                return await anyio.to_thread.run_sync(lambda: success_result(out, call))
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:
-                log.exception("tool %s failed unexpectedly", name)
-                return error_result(
-                    f"{name} failed unexpectedly: {type(exc).__name__}: {exc}",
-                    "check the arguments; if they are right this is a trainsleuth bug (details in the server log)",
-                )
+                expected = expected_failure(exc, ctx)
+                if expected is None:
+                    log.exception("tool %s failed unexpectedly", name)
+                    return error_result(
+                        f"{name} failed unexpectedly: {type(exc).__name__}: {exc}",
+                        "check the arguments; if they are right this is a trainsleuth bug (details in the server log)",
+                    )
+                log.info("tool %s refused: %s", name, expected[0].splitlines()[0][:300])
+                return error_result(*expected)
 
         params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
         annotations: dict[str, Any] = {"ctx": Context}
@@ -374,9 +524,10 @@ class ToolRegistry:
         for rname, rann in resolved.items():
             params.append(inspect.Parameter(rname, inspect.Parameter.KEYWORD_ONLY, annotation=rann))
             annotations[rname] = rann
-        ret = Annotated[CallToolResult, output_model]
-        tool_fn.__signature__ = inspect.Signature(params, return_annotation=ret)  # type: ignore[attr-defined]
-        tool_fn.__annotations__ = {**annotations, "return": ret}
+        # No output schema: results are bounded and may be cut (see server/results.py); clients read
+        # the text or the structured content, and tools/list stays small.
+        tool_fn.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+        tool_fn.__annotations__ = {**annotations, "return": CallToolResult}
         tool_fn.__name__ = name
         tool_fn.__doc__ = description
 
@@ -385,17 +536,9 @@ class ToolRegistry:
             name=name,
             title=title,
             description=description,
-            annotations=ToolAnnotations(
-                title=title,
-                read_only_hint=read_only,
-                destructive_hint=destructive,
-                idempotent_hint=idempotent,
-                open_world_hint=open_world,
-            ),
+            annotations=published_annotations(read_only, destructive, idempotent, open_world),
         )
-        self.tools[name] = RegisteredTool(
-            name, input_model, output_model, placeholder=placeholder, issue=issue
-        )
+        self.tools[name] = tool
 
     def placeholder(
         self,
@@ -446,6 +589,7 @@ __all__ = [
     "ExistingPath",
     "GitRef",
     "PathArg",
+    "ReadPath",
     "RefArg",
     "ToolCall",
     "ToolFailure",

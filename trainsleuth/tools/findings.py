@@ -55,9 +55,22 @@ LOG_CODES: frozenset[str] = frozenset(
 
 # Codes added beyond the spec's tables (allowed: "add new codes freely") are listed here.
 EXTRA_CODES: set[str] = {
+    # probe: loss and label contract, train/eval mode, gradient accumulation (issue 17, issue 22 item 5)
+    "labels_all_ignored",
+    "label_out_of_range",
+    "loss_input_mismatch",
+    "loss_wrong_axis",
+    "loss_broadcast",
+    "initial_loss_off",
+    "train_mode_off",
+    "dropout_in_eval",
+    "grad_accumulation_mismatch",
     # check_distributed (issue 19): a rank that died or raised, and a job that stopped making progress
     "rank_failed",
     "job_hung",
+    # compare_runs / check_resume (issue 20)
+    "run_divergence",
+    "resume_not_restored",
 }
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}

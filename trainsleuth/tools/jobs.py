@@ -12,7 +12,11 @@ cleanup also happens after a cancel, a failure, or a crash of the whole server:
   store, rows left `running` by a process that no longer exists are marked `interrupted`
   and their worktrees and folders are removed;
 - cancellation works across processes: `cancel()` sets a flag in the store that the owning
-  process polls, besides setting the event directly when the job runs here.
+  process polls, besides setting the event directly when the job runs here;
+- a job may run in a process of its own (`spawn` here, `run_spawned` there), so that it outlives
+  the server that started it (a per-call server of `trainsleuth client call`). While a call
+  waits for it, the call's process is recorded as its *waiter*: if that process dies while
+  waiting (a client that disconnected), the job is cancelled and cleaned up at once.
 """
 
 from __future__ import annotations
@@ -20,17 +24,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from trainsleuth.protocol.store import Store
+from trainsleuth.tools.job_cleanup import remove_worktree as remove_worktree  # re-exported
+from trainsleuth.tools.job_cleanup import run_cleanup
 
 log = logging.getLogger("trainsleuth.jobs")
 
@@ -70,6 +76,23 @@ MIGRATIONS = [
     );
     CREATE INDEX jobs_status ON jobs(status);
     """,
+    """
+    ALTER TABLE jobs ADD COLUMN waiter_pid INTEGER;
+    ALTER TABLE jobs ADD COLUMN waiter_started REAL;
+    ALTER TABLE jobs ADD COLUMN rendered TEXT;
+    ALTER TABLE jobs ADD COLUMN log_path TEXT;
+    """,
+    """
+    CREATE TABLE job_progress (
+        job_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        done REAL NOT NULL,
+        total REAL,
+        message TEXT,
+        current TEXT,
+        PRIMARY KEY (job_id, seq)
+    );
+    """,
 ]
 
 
@@ -104,6 +127,10 @@ class JobRecord:
     next_step: str | None
     params: dict[str, Any] = field(default_factory=dict)
     cleanup: list[dict[str, str]] = field(default_factory=list)
+    # A job run for a tool call: its text rendering and images (base64), beside `result`.
+    rendered: dict[str, Any] | None = None
+    log_path: str | None = None
+    owner_started: float = 0.0
 
     @property
     def finished(self) -> bool:
@@ -131,6 +158,9 @@ def _row_to_record(row: Any) -> JobRecord:
         next_step=row["next_step"],
         params=json.loads(row["params"] or "{}"),
         cleanup=json.loads(row["cleanup"] or "[]"),
+        rendered=json.loads(row["rendered"]) if row["rendered"] else None,
+        log_path=row["log_path"],
+        owner_started=row["owner_started"],
     )
 
 
@@ -148,95 +178,15 @@ def process_start_time(pid: int) -> float | None:
 
 def owner_alive(pid: int, started: float) -> bool:
     """True when `pid` is still the process that started at `started` (pids are reused)."""
+    import psutil
+
     now_started = process_start_time(pid)
-    return now_started is not None and abs(now_started - started) < 1.0
-
-
-# ---------------------------------------------------------------------------- cleanup
-
-
-def _git(repo: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-C", repo, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-        check=False,
-    )
-
-
-def remove_worktree(repo: str, path: str, admin_dir: str | None = None) -> None:
-    """Remove a worktree that trainsleuth created: its folder and git's record of it.
-
-    Touches nothing else in the user's repository (no `git worktree prune`, which would also
-    drop the user's own stale worktrees).
-    """
-    wt = Path(path)
-    if admin_dir is None and (wt / ".git").is_file():
-        text = (wt / ".git").read_text(encoding="utf-8", errors="replace").strip()
-        if text.startswith("gitdir:"):
-            admin_dir = text.split(":", 1)[1].strip()
-    if admin_dir is None and not wt.exists():
-        admin_dir = _find_admin_dir(repo, wt)
-    if wt.exists():
-        try:
-            _git(repo, "worktree", "remove", "--force", "--force", str(wt))
-        except (OSError, subprocess.SubprocessError):
-            log.debug("git worktree remove failed for %s", wt, exc_info=True)
-    if wt.exists():
-        shutil.rmtree(wt, ignore_errors=True)
-    if admin_dir:
-        admin = Path(admin_dir)
-        # Only ever delete a `<gitdir>/worktrees/<name>` folder.
-        if admin.is_dir() and admin.parent.name == "worktrees":
-            shutil.rmtree(admin, ignore_errors=True)
-            try:
-                admin.parent.rmdir()  # git deletes `worktrees/` when the last one goes; so do we
-            except OSError:
-                pass
-
-
-def _find_admin_dir(repo: str, wt: Path) -> str | None:
-    """git's record (`<gitdir>/worktrees/<name>`) of the worktree at `wt`, found by its gitdir file."""
+    if now_started is None or abs(now_started - started) >= 1.0:
+        return False
     try:
-        proc = _git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode != 0:
-        return None
-    worktrees = Path(proc.stdout.strip()) / "worktrees"
-    if not worktrees.is_dir():
-        return None
-    for admin in worktrees.iterdir():
-        gitdir = admin / "gitdir"
-        try:
-            target = Path(gitdir.read_text(encoding="utf-8").strip())
-        except OSError:
-            continue
-        if target.parent == wt:
-            return str(admin)
-    return None
-
-
-def run_cleanup(entries: list[dict[str, str]]) -> list[str]:
-    """Remove every registered worktree and folder; return what could not be removed."""
-    problems: list[str] = []
-    # Worktrees first: removing their parent folder first would leave git's records behind.
-    entries = sorted(entries, key=lambda e: 0 if e.get("kind") == "worktree" else 1)
-    for entry in entries:
-        kind = entry.get("kind")
-        try:
-            if kind == "worktree":
-                remove_worktree(entry["repo"], entry["path"], entry.get("admin_dir"))
-            elif kind == "dir":
-                shutil.rmtree(entry["path"], ignore_errors=True)
-            path = entry.get("path")
-            if path and Path(path).exists():
-                problems.append(path)
-        except Exception as exc:  # cleanup is best effort, but say what was left
-            problems.append(f"{entry.get('path')}: {exc}")
-    return problems
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, OSError):
+        return False
 
 
 # ---------------------------------------------------------------------------- the handle given to a job
@@ -261,6 +211,10 @@ class JobHandle:
         self, done: float, total: float | None = None, message: str | None = None, current: str | None = None
     ) -> None:
         self._manager._set_progress(self.id, done, total, message, current)
+
+    def set_rendered(self, text: str, images: list[str]) -> None:
+        """Keep the job's text rendering and images (base64 PNG) for whoever fetches its result."""
+        self._manager._update(self.id, rendered=json.dumps({"text": text, "images": images}))
 
     def add_cleanup(self, entry: dict[str, str]) -> None:
         """Register something to remove when the job ends (call before creating it)."""
@@ -316,9 +270,31 @@ class JobManager:
     def _set_progress(
         self, job_id: str, done: float, total: float | None, message: str | None, current: str | None
     ) -> None:
-        self._update(
-            job_id, progress_done=done, progress_total=total, progress_message=message, current=current
-        )
+        """The job's latest progress, and the step appended to its history (so a waiter that polls
+        relays every step, however fast they come)."""
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE jobs SET progress_done = ?, progress_total = ?, progress_message = ?, current = ? "
+                "WHERE id = ?",
+                (done, total, message, current, job_id),
+            )
+            if message is not None:
+                conn.execute(
+                    "INSERT INTO job_progress(job_id, seq, done, total, message, current) VALUES(?, "
+                    "(SELECT COALESCE(MAX(seq), 0) + 1 FROM job_progress WHERE job_id = ?), ?, ?, ?, ?)",
+                    (job_id, job_id, done, total, message, current),
+                )
+        with self._cond:
+            self._cond.notify_all()
+
+    def progress_since(self, job_id: str, after: int) -> list[tuple[int, float, float | None, str]]:
+        """Progress steps of the job after step number `after`: (seq, done, total, message)."""
+        with self.store.connect() as conn:
+            rows = conn.execute(
+                "SELECT seq, done, total, message FROM job_progress WHERE job_id = ? AND seq > ? ORDER BY seq",
+                (job_id, after),
+            ).fetchall()
+        return [(int(r["seq"]), float(r["done"]), r["total"], str(r["message"])) for r in rows]
 
     # -- recovery
     def recover_interrupted(self) -> list[str]:
@@ -394,11 +370,19 @@ class JobManager:
             try:
                 with self.store.connect() as conn:
                     row = conn.execute(
-                        "SELECT cancel_requested FROM jobs WHERE id = ?", (handle.id,)
+                        "SELECT cancel_requested, waiter_pid, waiter_started FROM jobs WHERE id = ?",
+                        (handle.id,),
                     ).fetchone()
             except Exception:
                 continue
-            if row is not None and row["cancel_requested"]:
+            if row is None:
+                continue
+            waiter_gone = row["waiter_pid"] is not None and not owner_alive(
+                int(row["waiter_pid"]), float(row["waiter_started"] or 0)
+            )
+            if waiter_gone:
+                log.info("job %s: the call waiting for it went away; cancelling", handle.id)
+            if row["cancel_requested"] or waiter_gone:
                 handle.cancel_event.set()
                 return
 
@@ -452,6 +436,91 @@ class JobManager:
                 _LIVE_JOBS.discard(handle.id)
                 self._cond.notify_all()
 
+    # -- jobs in a process of their own
+    def spawn(
+        self,
+        kind: str,
+        argv: list[str],
+        *,
+        title: str = "",
+        params: dict[str, Any] | None = None,
+        cwd: Path | None = None,
+        log_path: Path | None = None,
+        waiter: bool = True,
+    ) -> JobRecord:
+        """Start `argv + [job_id]` as a detached process that runs the job (see `run_spawned`).
+
+        The process gets its own session, so it survives the server and the client that started
+        it; with `waiter`, this process is recorded as the one waiting for it (see `set_waiter`).
+        """
+        job_id = f"job-{uuid.uuid4().hex[:12]}"
+        log_file = log_path or (Path(self.store.path).parent / "jobs" / f"{job_id}.log")
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "ab") as out:
+            proc = subprocess.Popen(
+                [*argv, job_id],
+                cwd=str(cwd) if cwd else None,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+        # Reap it when it ends (else it lingers as a zombie that looks alive).
+        threading.Thread(target=proc.wait, name=f"reap-{job_id}", daemon=True).start()
+        started = process_start_time(proc.pid) or time.time()
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO jobs(id, kind, title, params, status, created_at, owner_pid, owner_started, "
+                "waiter_pid, waiter_started, log_path) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    job_id,
+                    kind,
+                    title,
+                    json.dumps(params or {}, default=str),
+                    RUNNING,
+                    time.time(),
+                    proc.pid,
+                    started,
+                    self.pid if waiter else None,
+                    self.started if waiter else None,
+                    str(log_file),
+                ),
+            )
+        rec = self._get_row(job_id)
+        assert rec is not None
+        return rec
+
+    def set_waiter(self, job_id: str, waiting: bool) -> None:
+        """Record (or clear) this process as the one waiting for the job's result."""
+        self._update(
+            job_id,
+            waiter_pid=self.pid if waiting else None,
+            waiter_started=self.started if waiting else None,
+        )
+
+    def request_cancel(self, job_id: str) -> None:
+        """Ask the job to stop, without waiting (safe inside a cancelled request)."""
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND status = ?", (job_id, RUNNING)
+            )
+        with self._cond:
+            handle = self._handles.get(job_id)
+        if handle is not None:
+            handle.cancel_event.set()
+
+    def refresh(self, job_id: str) -> JobRecord:
+        """The job's record; a job whose owning process died is marked interrupted first."""
+        rec = self.get(job_id)
+        if (
+            rec.status == RUNNING
+            and not self.is_local(job_id)
+            and not owner_alive(rec.owner_pid, rec.owner_started)
+        ):
+            self.recover_interrupted()
+            rec = self.get(job_id)
+        return rec
+
     def get(self, job_id: str) -> JobRecord:
         rec = self._get_row(job_id)
         if rec is None:
@@ -478,22 +547,26 @@ class JobManager:
         on_progress: Callable[[JobRecord], None] | None = None,
         cancel_event: threading.Event | None = None,
     ) -> JobRecord:
-        """Wait until the job finishes or `timeout_s` passes; call `on_progress` on every change."""
+        """Wait until the job finishes or `timeout_s` passes; call `on_progress` for every step
+        reported meanwhile (the record passed carries that step's progress)."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         rec = self.get(job_id)
-        last: tuple[Any, ...] | None = None
+        seen = self.progress_since(job_id, 0)[-1:]  # steps before the wait began are not replayed...
+        last_seq = seen[0][0] - 1 if seen else 0  # ...except the current one
         while True:
-            if on_progress is not None and rec.progress_key() != last:
-                last = rec.progress_key()
-                if rec.progress_message is not None:
-                    on_progress(rec)
+            if on_progress is not None:
+                for seq, done, total, message in self.progress_since(job_id, last_seq):
+                    last_seq = seq
+                    on_progress(
+                        replace(rec, progress_done=done, progress_total=total, progress_message=message)
+                    )
             remaining = deadline - time.monotonic()
             if rec.finished or remaining <= 0 or (cancel_event is not None and cancel_event.is_set()):
                 return rec
             with self._cond:
                 # Local jobs notify; jobs of another process are polled.
                 self._cond.wait(min(remaining, 0.5 if self.is_local(job_id) else 0.25))
-            rec = self.get(job_id)
+            rec = self.refresh(job_id)
 
     def cancel(self, job_id: str, wait_s: float = 30.0) -> JobRecord:
         """Ask the job to stop (killing its test's process tree) and wait for its cleanup."""
@@ -507,6 +580,32 @@ class JobManager:
         if handle is not None:
             handle.cancel_event.set()
         return self.wait(job_id, wait_s)
+
+
+def run_spawned(store: Store, job_id: str, fn: JobFn, wait_for_row_s: float = 30.0) -> str:
+    """In a process started by `JobManager.spawn`: run the job here and return its final status."""
+    _LIVE_JOBS.add(job_id)  # before any manager recovers, so the row is never taken for orphaned
+    mgr = manager_for(store)
+    deadline = time.monotonic() + wait_for_row_s
+    while True:
+        rec = mgr._get_row(job_id)
+        if rec is not None and rec.owner_pid == os.getpid():
+            break
+        if time.monotonic() > deadline:
+            _LIVE_JOBS.discard(job_id)
+            raise JobError(f"job {job_id} was never registered for this process (pid {os.getpid()})")
+        time.sleep(0.05)
+    handle = JobHandle(mgr, job_id)
+    with mgr._cond:
+        mgr._handles[job_id] = handle
+        mgr._threads[job_id] = threading.current_thread()
+    mgr._run(handle, fn)
+    return mgr.get(job_id).status
+
+
+def runner_argv(module: str) -> list[str]:
+    """The command line of a job process: this interpreter running `module`."""
+    return [sys.executable, "-m", module]
 
 
 _managers: dict[str, JobManager] = {}

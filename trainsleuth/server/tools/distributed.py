@@ -16,7 +16,7 @@ from trainsleuth.server.registry import (
     AnalysisInput,
     AnalysisOutput,
     Entrypoint,
-    ExistingPath,
+    ReadPath,
     ToolCall,
     ToolFailure,
     ToolRegistry,
@@ -32,14 +32,7 @@ ISSUE = 6
 Precision = Literal["bf16", "fp16"]
 DEFAULT_DTYPES: tuple[Precision, ...] = ("bf16", "fp16")
 
-PYTHON_DESCRIPTION = (
-    "interpreter that runs the user's code (default: the workspace's .venv, else the server's own); it must be "
-    "inside a workspace, the server's own, or allowed with --allow-python"
-)
-ENTRYPOINT_DESCRIPTION = (
-    "path/to/file.py:function (relative to the workspace) or package.module:function; the function returns "
-    "{'model', 'batch' or 'batches', optional 'loss_fn', 'optimizer', 'step_fn', 'wrap_model'}"
-)
+ENTRYPOINT_DESCRIPTION = "file.py:fn returning {model, batch, ...}"
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -47,90 +40,50 @@ ENTRYPOINT_DESCRIPTION = (
 
 class CheckDistributedInput(AnalysisInput):
     entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
-    nproc: int = Field(default=2, ge=2, le=16, description="number of ranks (processes) torchrun starts")
-    steps: int = Field(default=2, ge=1, le=10, description="training steps per rank (2 reveals buffer drift)")
-    backend: Literal["auto", "gloo", "nccl"] = Field(
-        default="auto", description="auto: NCCL when enough GPUs are visible, else gloo on CPU"
-    )
-    rtol: float = Field(
-        default=1e-4, gt=0, description="relative tolerance of loss/gradients against the single-process run"
-    )
-    rank_rtol: float = Field(
-        default=1e-6,
-        ge=0,
-        description="relative difference across ranks above which a tensor counts as differing",
-    )
-    python: str | None = Field(default=None, description=PYTHON_DESCRIPTION)
-    timeout_s: float = Field(default=300.0, gt=0, le=3600, description="kill the whole job after this")
-    hang_s: float = Field(
-        default=90.0,
-        ge=3,
-        le=3600,
-        description="no rank making progress this long counts as a hang: stacks and Flight Recorder are read, job ended",
-    )
+    nproc: int = Field(default=2, ge=2, le=16)
+    steps: int = Field(default=2, ge=1, le=10)
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    rtol: float = Field(default=1e-4, gt=0, description="Against one process.")
+    rank_rtol: float = Field(default=1e-6, ge=0, description="Across ranks.")
+    python: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    hang_s: float = Field(default=90.0, ge=3, le=3600, description="No rank progressing this long is a hang.")
 
 
 class ComparePrecisionInput(AnalysisInput):
     entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
-    dtypes: list[Precision] = Field(
-        default_factory=lambda: list(DEFAULT_DTYPES), description="reduced precisions to compare with fp32"
-    )
-    rtol_bf16: float | None = Field(
-        default=None, gt=0, description="per-module relative tolerance (default 0.05)"
-    )
-    rtol_fp16: float | None = Field(
-        default=None, gt=0, description="per-module relative tolerance (default 0.01)"
-    )
-    device: Literal["auto", "cpu", "cuda"] = Field(
-        default="auto", description="auto: where the entrypoint put the model"
-    )
-    python: str | None = Field(default=None, description=PYTHON_DESCRIPTION)
+    dtypes: list[Precision] = Field(default_factory=lambda: list(DEFAULT_DTYPES))
+    rtol_bf16: float | None = Field(default=None, gt=0, description="Default 0.05.")
+    rtol_fp16: float | None = Field(default=None, gt=0, description="Default 0.01.")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    python: str | None = None
     timeout_s: float = Field(default=180.0, gt=0, le=3600)
 
 
 class DumpStacksInput(AnalysisInput):
-    pids: list[int] = Field(default_factory=list, description="process ids to dump")
-    pattern: str | None = Field(
-        default=None,
-        description="regular expression over command lines: dumps every matching process (all ranks of a job) "
-        "whose working directory is inside the workspace",
-    )
-    native: bool = Field(default=False, description="include native (C/C++) frames")
-    samples: int = Field(
-        default=2, ge=1, le=10, description="dumps taken interval_s apart (a hang is stable)"
-    )
+    pids: list[int] = Field(default_factory=list)
+    pattern: str | None = Field(default=None, description="Regex over command lines (all ranks of a job).")
+    native: bool = False
+    samples: int = Field(default=2, ge=1, le=10)
     interval_s: float = Field(default=1.0, ge=0.1, le=30)
-    timeout_s: float = Field(default=30.0, gt=0, le=600, description="per py-spy dump")
-    flight_recorder: ExistingPath | None = Field(
-        default=None,
-        description="folder of Flight Recorder dumps (<prefix><rank>, from TORCH_FR_DUMP_TEMP_FILE) or one rank's dump: "
-        "matched across ranks beside the stacks; alone, for a job that already ended",
-    )
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    flight_recorder: ReadPath | None = Field(default=None, description="Flight Recorder dump folder or file.")
 
 
 class DiffCheckpointsInput(AnalysisInput):
-    a: ExistingPath = Field(
-        description="a checkpoint: torch.save file (nested dicts and Lightning files too), .safetensors, or a "
-        "Hugging Face model folder"
-    )
-    b: ExistingPath | None = Field(default=None, description="the checkpoint to compare with (same forms)")
-    entrypoint: Entrypoint | None = Field(
-        default=None, description="instead of b: compare a with this entrypoint's model.state_dict()"
-    )
-    rtol: float = Field(default=0.0, ge=0, description="relative difference still counted as equal")
-    atol: float = Field(default=0.0, ge=0, description="absolute difference still counted as equal")
-    python: str | None = Field(default=None, description=PYTHON_DESCRIPTION)
+    a: ReadPath = Field(description="torch.save file, .safetensors, or a Hugging Face model folder.")
+    b: ReadPath | None = None
+    entrypoint: Entrypoint | None = Field(default=None, description="Instead of b: this model's state_dict.")
+    rtol: float = Field(default=0.0, ge=0)
+    atol: float = Field(default=0.0, ge=0)
+    python: str | None = None
     timeout_s: float = Field(default=300.0, gt=0, le=3600)
 
 
 class EnvironmentInput(AnalysisInput):
-    python: str | None = Field(default=None, description=PYTHON_DESCRIPTION)
-    compare_python: str | None = Field(
-        default=None, description="a second interpreter (e.g. the working environment) to diff against"
-    )
-    import_torch: bool = Field(
-        default=True, description="import torch to read CUDA, cuDNN and NCCL versions (a few seconds)"
-    )
+    python: str | None = None
+    compare_python: str | None = Field(default=None, description="A second one to diff against.")
+    import_torch: bool = Field(default=True, description="Read CUDA, cuDNN, NCCL versions.")
     timeout_s: float = Field(default=120.0, gt=0, le=600)
 
 
@@ -293,17 +246,13 @@ def register(registry: ToolRegistry) -> None:
         check_distributed_tool,
         input_model=CheckDistributedInput,
         output_model=CheckDistributedOutput,
-        description=(
-            "Run the entrypoint on N ranks (gloo on CPU, NCCL on GPUs), wrapped as its 'wrap_model' does (default DDP), "
-            "and compare parameters, buffers, state outside the model, gradients and losses across ranks before "
-            "wrapping and at every step, and against one process. A rank that crashes or hangs is reported with "
-            "its stack, log and Flight Recorder records; use it in the evidence phase for multi-GPU-only bugs."
-        ),
+        description="Multi-GPU-only bugs: run N ranks; what differs across ranks or from one process, and why a rank died.",
         title="Check distributed",
         read_only=False,
-        destructive=False,
+        destructive=True,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -311,16 +260,13 @@ def register(registry: ToolRegistry) -> None:
         compare_precision_tool,
         input_model=ComparePrecisionInput,
         output_model=ComparePrecisionOutput,
-        description=(
-            "Run one step of the entrypoint in fp32 and under bf16 / fp16 autocast from the same weights, compare "
-            "every module's output and gradients, and report precision_mismatch at the first module beyond "
-            "tolerance with its error figures."
-        ),
+        description="Mixed precision: fp32 vs bf16/fp16 for one step; the first module that diverges.",
         title="Compare precision",
         read_only=False,
-        destructive=False,
+        destructive=True,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -328,15 +274,11 @@ def register(registry: ToolRegistry) -> None:
         dump_stacks_tool,
         input_model=DumpStacksInput,
         output_model=DumpStacksOutput,
-        description=(
-            "py-spy stack dumps of given pids or of every process of a job matching a pattern, grouped by "
-            "signature, beside the job's PyTorch Flight Recorder dumps matched across ranks when given. Reports "
-            "collective_mismatch when ranks wait in different collectives or one never reached it (a hang)."
-        ),
+        description="Hangs: stack dumps and Flight Recorder records of a job's ranks; mismatched collectives.",
         title="Dump stacks",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=False,
         issue=ISSUE,
     )
@@ -345,16 +287,11 @@ def register(registry: ToolRegistry) -> None:
         diff_checkpoints_tool,
         input_model=DiffCheckpointsInput,
         output_model=DiffCheckpointsOutput,
-        description=(
-            "Compare two checkpoints (torch.save, nested {'model': ..., 'optimizer': ...}, Lightning, safetensors, "
-            "Hugging Face folders) or one against an entrypoint's model: keys, prefixes explained (module., "
-            "_orig_mod.), shapes, dtypes, values, and what load_state_dict(strict=False) would really restore. "
-            "torch files load with weights_only=True: a pickle that would run code is refused."
-        ),
+        description="Resume or load problems: compare checkpoints (or one with a model) key by key.",
         title="Diff checkpoints",
         read_only=False,
-        destructive=False,
-        idempotent=True,
+        destructive=True,
+        idempotent=False,
         open_world=False,
         issue=ISSUE,
     )
@@ -363,15 +300,11 @@ def register(registry: ToolRegistry) -> None:
         environment_report_tool,
         input_model=EnvironmentInput,
         output_model=EnvironmentOutput,
-        description=(
-            "Versions of Python, torch, CUDA, cuDNN, NCCL and the usual training libraries (transformers, "
-            "diffusers, accelerate, deepspeed, peft, flash-attn, ...) and the CUDA_*/NCCL_*/TORCH_* variables "
-            "of an interpreter; given two interpreters (working and broken), their differences."
-        ),
+        description="Comparing with what works: library and CUDA versions of one or two envs.",
         title="Environment report",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=False,
         issue=ISSUE,
     )

@@ -35,16 +35,10 @@ class KnowledgeHit(BaseModel):
 
 
 class LookupInput(AnalysisInput):
-    query: str = Field(
-        min_length=1, max_length=20_000, description="symptom, error text, or a constraint number"
-    )
+    query: str = Field(min_length=1, max_length=20_000)
     limit: int = Field(default=10, ge=1, le=50)
-    kinds: list[Kind] | None = Field(default=None, description="restrict to these kinds of entries")
-    constraints_file: WorkspacePath | None = Field(
-        default=None,
-        description="the project's constraints file (default: .agents/knowledge/constraints.md, "
-        "or $TRAINSLEUTH_CONSTRAINTS_FILE, or [tool.trainsleuth.knowledge] constraints_file)",
-    )
+    kinds: list[Kind] | None = None
+    constraints_file: WorkspacePath | None = None
 
 
 class LookupOutput(AnalysisOutput):
@@ -138,11 +132,11 @@ class LiteratureInput(AnalysisInput):
     query: str = Field(
         min_length=1,
         max_length=50_000,
-        description="a question, an error message or a whole traceback (paths, addresses and numbers are dropped)",
+        description="A question, an error or a whole traceback.",
     )
-    sources: list[Source] | None = Field(default=None, description="default: every configured source")
+    sources: list[Source] | None = None
     limit: int = Field(default=10, ge=1, le=50)
-    use_cache: bool = Field(default=True, description="use cached answers younger than the TTL")
+    use_cache: bool = True
 
 
 class LiteratureItem(BaseModel):
@@ -236,16 +230,11 @@ def register(registry: ToolRegistry) -> None:
         literature_handler,
         input_model=LiteratureInput,
         output_model=LiteratureOutput,
-        description=(
-            "Search arXiv, GitHub issues, Stack Exchange and the web for a training problem. Pass a question, "
-            "an error or a traceback: the query keeps the exception type, message and framework names and "
-            "drops paths, addresses and numbers. Results are de-duplicated, ranked and cached; every "
-            "answer also lists matching knowledge-base entries and says which sources failed."
-        ),
+        description="Unfamiliar errors: search arXiv, GitHub issues, Stack Exchange, the web.",
         title="Search literature",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=True,
     )
     registry.add(
@@ -253,15 +242,10 @@ def register(registry: ToolRegistry) -> None:
         lookup_handler,
         input_model=LookupInput,
         output_model=LookupOutput,
-        description=(
-            "Rank the project's own constraints (.agents/knowledge/constraints.md and the topic docs it links) "
-            "together with the failure-mode catalog, checklists and fix patterns for a symptom (BM25). "
-            "A constraint number ('9a') returns that entry. Results carry numbers and file:line or resource "
-            "pointers."
-        ),
+        description="Forming hypotheses: the project's constraints and known failure modes for a symptom.",
         title="Lookup constraints",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=False,
     )

@@ -9,7 +9,7 @@ from pydantic import Field
 from trainsleuth.server.registry import (
     AnalysisInput,
     AnalysisOutput,
-    ExistingPath,
+    ReadPath,
     ToolCall,
     ToolFailure,
     ToolRegistry,
@@ -26,16 +26,14 @@ FormatName = Literal[
 
 
 class AnalyzeLogInput(AnalysisInput):
-    path: ExistingPath = Field(description="A log file, or a run folder (TensorBoard log dir, MLflow run).")
-    format: FormatName = Field(default="auto", description="Force a format instead of detecting it.")
+    path: ReadPath
+    format: FormatName = "auto"
     roles: dict[str, str] | None = Field(
-        default=None, description='Correct the reading: role -> key, e.g. {"loss": "trl", "step": "s"}.'
+        default=None, description='Fix the reading: {"loss": "trl", "step": "s"}.'
     )
-    plot: bool = Field(default=False, description="Attach a PNG plot of the key metrics with events marked.")
-    min_severity: Literal["info", "warning", "error"] = Field(
-        default="info", description="Leave out events below this severity."
-    )
-    cursor: str | None = Field(default=None, description="Cursor from a previous call's next_cursor.")
+    plot: bool = False
+    min_severity: Literal["info", "warning", "error"] = "info"
+    cursor: str | None = None
     limit: int = Field(default=50, ge=1, le=500, description="Events per page.")
 
 
@@ -88,19 +86,18 @@ class AnalyzeLogOutput(AnalysisOutput):
 
 
 class ExtractInput(AnalysisInput):
-    path: ExistingPath = Field(description="A log file or run folder.")
+    path: ReadPath
     metrics: list[str] = Field(
         default_factory=list,
-        description="Metric names as in the log, or roles (loss, val_loss, grad_norm, lr, loss_scale, "
-        "throughput, ...). Empty: loss, val_loss, grad_norm and lr.",
+        description="Names or roles (loss, grad_norm, lr...).",
         max_length=50,
     )
-    max_points: int = Field(default=500, ge=2, le=5000, description="At most this many points per series.")
-    step_min: float | None = Field(default=None, description="Keep steps >= this.")
-    step_max: float | None = Field(default=None, description="Keep steps <= this.")
+    max_points: int = Field(default=500, ge=2, le=5000, description="Per series.")
+    step_min: float | None = None
+    step_max: float | None = None
     format: FormatName = "auto"
-    roles: dict[str, str] | None = Field(default=None, description='Role -> key, e.g. {"loss": "trl"}.')
-    cursor: str | None = Field(default=None, description="Cursor from a previous call's next_cursor.")
+    roles: dict[str, str] | None = Field(default=None, description="As for analyze_training_log.")
+    cursor: str | None = None
     limit: int = Field(default=10, ge=1, le=50, description="Series per page.")
 
 
@@ -156,12 +153,17 @@ def analyze_handler(args: AnalyzeLogInput, call: ToolCall) -> AnalyzeLogOutput:
     events = [e for e in report.events if SEVERITY_RANK[e.severity] >= floor]
     page, nxt = paginate(events, args.cursor, args.limit)
     if args.plot:
+        from trainsleuth.tools.extras import MissingExtra
         from trainsleuth.tools.logs.plot import render_png
 
-        png = render_png(collector, report.events)
+        try:
+            png = render_png(collector, report.events)
+        except MissingExtra as exc:
+            report.notes.append(f"no plot: {exc.message}")
+            png = b""
         if png is None:
             report.notes.append("no plot: the log has no metric series to draw")
-        else:
+        elif png:
             call.add_image(png)
     return AnalyzeLogOutput(
         path=report.path,
@@ -229,16 +231,11 @@ def register(registry: ToolRegistry) -> None:
         analyze_handler,
         input_model=AnalyzeLogInput,
         output_model=AnalyzeLogOutput,
-        description=(
-            "Investigate phase: read a training log or run folder (console, JSONL, CSV, trainer_state.json, "
-            "TensorBoard, MLflow) and report log events (spikes, divergence, NaN, plateau, overfitting, "
-            "loss-scale collapse, errors) with a verdict and a parse report. If the verdict is not_understood, "
-            "map the keys with roles."
-        ),
+        description="Investigating: read any training log or run folder; verdict, spikes, NaNs, plateaus, errors.",
         title="Analyze training log",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=False,
     )
     registry.add(
@@ -246,13 +243,10 @@ def register(registry: ToolRegistry) -> None:
         extract_handler,
         input_model=ExtractInput,
         output_model=ExtractOutput,
-        description=(
-            "Investigate phase: chosen metric series (names or roles) from a log or run folder, downsampled "
-            "with each span's min and max kept and NaN/Inf points marked, optionally within a step range."
-        ),
+        description="Investigating or comparing runs: metric series from a log, spikes kept.",
         title="Extract metrics",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=False,
     )

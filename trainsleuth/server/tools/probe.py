@@ -12,6 +12,7 @@ from trainsleuth.server.registry import (
     AnalysisOutput,
     Entrypoint,
     ExistingPath,
+    ReadPath,
     ToolCall,
     ToolFailure,
     ToolRegistry,
@@ -22,24 +23,20 @@ ISSUE = 5
 
 
 class ProbeInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(
-        description="path/to/file.py:function (relative to the workspace) or package.module:function; "
-        "the function returns {'model', 'batch' or 'batches', optional 'loss_fn', 'optimizer', 'step_fn'}"
+    entrypoint: Entrypoint | None = Field(
+        default=None, description="file.py:fn returning {model, batch, ...}"
     )
-    steps: int = Field(default=8, ge=1, le=200, description="probe steps on one fixed batch")
-    python: str | None = Field(
-        default=None,
-        description="interpreter that runs the model (default: the workspace's .venv, else the server's own); "
-        "must be inside a workspace, the server's own, or allowed with --allow-python",
-    )
-    timeout_s: float = Field(default=300.0, gt=0, le=3600, description="kill the run (whole tree) after this")
-    memory_limit_mb: float | None = Field(
-        default=None, gt=0, description="kill the run when its process tree exceeds this resident memory"
-    )
+    scaffold: ExistingPath | None = Field(default=None, description="Or a training script.")
+    script_args: list[str] = Field(default_factory=list, description="Its arguments.")
+    steps: int = Field(default=8, ge=1, le=200, description="Steps on one fixed batch.")
+    python: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    memory_limit_mb: float | None = Field(default=None, gt=0)
 
 
 class ProbeOutput(AnalysisOutput):
     entrypoint: str
+    scaffold_path: str | None = Field(default=None, description="the entrypoint file written for scaffold")
     interpreter: str
     steps: int
     mode: str
@@ -50,6 +47,9 @@ class ProbeOutput(AnalysisOutput):
     table: list[dict[str, Any]] = Field(description="per-module gradient/parameter norms and update ratios")
     environment: dict[str, Any]
     unknown_keys: list[str] = Field(default_factory=list)
+    requested_steps: int | None = None
+    stopped: str | None = Field(default=None, description="why fewer steps ran than asked")
+    notes: list[str] = Field(default_factory=list, description="what could not be judged, and why")
 
     def render_text(self) -> str:
         from trainsleuth.tools.probe.report import ProbeReport, render_report
@@ -65,7 +65,7 @@ class ProbeOutput(AnalysisOutput):
 
 
 class ReadProbeRunInput(AnalysisInput):
-    run_dir: ExistingPath = Field(description="the run_dir given to trainsleuth.probe.attach")
+    run_dir: ReadPath
 
 
 class ReadProbeRunOutput(AnalysisOutput):
@@ -85,7 +85,10 @@ class ReadProbeRunOutput(AnalysisOutput):
             f"Live probe run {self.run_dir}: {self.steps_recorded} recorded step(s) "
             f"({self.first_step}..{self.last_step}), {'healthy' if self.healthy else 'problems found'}."
         ]
-        lines += ["  " + f.one_line() for f in self.findings]
+        from trainsleuth.tools.probe.report import finding_lines
+
+        for f in self.findings:
+            lines += finding_lines(f)
         loss = self.trends.get("loss") or []
         if loss:
             lines.append("Loss trend: " + ", ".join(f"{s}:{v}" for s, v in loss[-12:]))
@@ -101,8 +104,27 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
     from trainsleuth.tools.probe.report import ProbeError, run_probe
 
     python = call.ctx.interpreter(args.python)
-    entry = args.entrypoint  # resolved inside the workspace by the registry (Entrypoint)
-    call.progress(0, args.steps, f"probing {args.entrypoint} with {python}")
+    if (args.entrypoint is None) == (args.scaffold is None):
+        raise ToolFailure(
+            "give exactly one of entrypoint (file.py:function) and scaffold (a training script)",
+            "pass entrypoint=train.py:make for an entrypoint function, or scaffold=train.py for a script "
+            "(see the probe://entrypoint resource)",
+        )
+    scaffold_path = None
+    entry: str | None
+    if args.scaffold is not None:
+        from trainsleuth.tools.probe.scaffold import write_scaffold
+
+        try:
+            written = write_scaffold(Path(args.scaffold), call.ctx.workspace, args.script_args)
+        except ProbeError as exc:
+            raise ToolFailure(exc.message, exc.next_step) from None
+        entry = written.entrypoint
+        scaffold_path = written.path
+    else:
+        entry = args.entrypoint  # resolved inside the workspace by the registry (Entrypoint)
+    assert entry is not None
+    call.progress(0, args.steps, f"probing {entry} with {python}")
     try:
         report = run_probe(
             entry,
@@ -115,15 +137,22 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
         )
     except ProbeError as exc:
         message = exc.message
-        if exc.detail and exc.kind in ("import_error", "entrypoint_raised", "step_raised", "runner_failed"):
-            message += "\n" + exc.detail[-1500:]
+        if exc.detail and exc.kind in (
+            "import_error",
+            "entrypoint_raised",
+            "step_raised",
+            "runner_failed",
+            "script_entrypoint",
+        ):
+            message += "\n" + exc.detail[-4000:]
+        if scaffold_path:
+            message = f"{message}\n(scaffold written to {scaffold_path})"
         raise ToolFailure(message, exc.next_step) from None
     call.progress(args.steps, args.steps, "probe finished")
-    png = grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {args.entrypoint}")
-    if png:
-        call.add_image(png)
+    call.add_plot(lambda: grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {entry}"))
     return ProbeOutput(
-        entrypoint=args.entrypoint,
+        entrypoint=entry,
+        scaffold_path=scaffold_path,
         interpreter=report.interpreter,
         steps=report.steps,
         mode=report.mode,
@@ -134,6 +163,9 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
         table=report.table,
         environment=report.environment,
         unknown_keys=report.unknown_keys,
+        requested_steps=report.requested_steps,
+        stopped=report.stopped,
+        notes=report.notes,
     )
 
 
@@ -146,9 +178,7 @@ def read_probe_run(args: ReadProbeRunInput, call: ToolCall) -> ReadProbeRunOutpu
         report = read_run(Path(args.run_dir))
     except ProbeError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None
-    png = grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)")
-    if png:
-        call.add_image(png)
+    call.add_plot(lambda: grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (live run)"))
     return ReadProbeRunOutput(
         run_dir=report.run_dir,
         healthy=report.healthy,
@@ -169,19 +199,13 @@ def register(registry: ToolRegistry) -> None:
         probe_gradients,
         input_model=ProbeInput,
         output_model=ProbeOutput,
-        description=(
-            "Run the user's model for a few real steps on one fixed batch (in the project's interpreter, "
-            "in a killable subprocess) and report gradient problems: where NaN/Inf first appears (forward "
-            "and backward), exploding/vanishing/imbalanced gradients, dead ReLUs, saturated tanh/sigmoid, "
-            "parameters with no gradient or never updated, update ratios, loss-term imbalance, stale "
-            "gradients, un-normalized inputs, and whether the loss goes down. Returns findings, a per-module "
-            "table and a PNG of per-layer gradient norms."
-        ),
+        description="Investigating: run your model a few steps; where gradients break. See probe://entrypoint; or scaffold=train.py",
         title="Probe gradients",
         read_only=False,
-        destructive=False,
+        destructive=True,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -189,14 +213,11 @@ def register(registry: ToolRegistry) -> None:
         read_probe_run,
         input_model=ReadProbeRunInput,
         output_model=ReadProbeRunOutput,
-        description=(
-            "Read findings and trends (loss, gradient norm) written by trainsleuth.probe.attach(model, "
-            "optimizer, every=N, run_dir=...) inside a training loop."
-        ),
+        description="Investigating: read what trainsleuth.probe.attach recorded in a training loop.",
         title="Read probe run",
-        read_only=True,
+        read_only=False,
         destructive=False,
-        idempotent=True,
+        idempotent=False,
         open_world=False,
         issue=ISSUE,
     )

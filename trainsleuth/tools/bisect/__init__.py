@@ -1,7 +1,7 @@
 """Bisect across commits (git worktrees) and across dependency versions (uv environments).
 
 Plain library code, usable and tested without MCP; the server wraps it in background jobs
-(`trainsleuth.tools.jobs`). GitPython is imported lazily, inside the functions that need it.
+(`trainsleuth.tools.jobs`). git and uv run as commands; uv comes with the `[bisect]` extra.
 """
 
 from __future__ import annotations

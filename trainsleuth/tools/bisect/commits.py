@@ -35,7 +35,8 @@ from trainsleuth.tools.bisect.common import (
 )
 from trainsleuth.tools.bisect.select import choose_next, estimate_steps
 from trainsleuth.tools.bisect.uvenv import sync_commit_env
-from trainsleuth.tools.jobs import JobCancelled, _git, remove_worktree
+from trainsleuth.tools.job_cleanup import _git, remove_worktree
+from trainsleuth.tools.jobs import JobCancelled
 
 EnvMode = Literal["current", "uv"]
 
@@ -190,35 +191,40 @@ def candidate_graph(root: Path, bad: str, goods: list[str]) -> tuple[list[str], 
 
 
 def commit_info(root: Path, sha: str) -> dict[str, Any]:
-    """Hash, author, date, message and diffstat of a commit (GitPython, imported here)."""
-    import git
-
-    repo = git.Repo(str(root))
-    try:
-        commit = repo.commit(sha)
-        stats = commit.stats
-        files = [
-            {"path": str(path), "insertions": int(s["insertions"]), "deletions": int(s["deletions"])}
-            for path, s in stats.files.items()
-        ]
-        message = (
-            commit.message if isinstance(commit.message, str) else commit.message.decode(errors="replace")
+    """Hash, author, date, message and diffstat of a commit (against its first parent), from git itself."""
+    head = _git_out(root, "show", "-s", "--format=%H%x00%an%x00%ae%x00%aI%x00%B", "--end-of-options", sha)
+    full, name, email, date, message = (head.split("\x00", 4) + [""] * 5)[:5]
+    parents = _git_out(root, "rev-list", "--parents", "-n", "1", "--end-of-options", sha).split()[1:]
+    if parents:
+        numstat = _git_out(root, "diff", "--numstat", "-M", parents[0], full)
+    else:
+        numstat = _git_out(root, "show", "--numstat", "-M", "--format=", "--root", "--end-of-options", full)
+    files: list[dict[str, Any]] = []
+    for line in numstat.splitlines():
+        parts = line.split("\t", 2)
+        if len(parts) != 3:
+            continue
+        added, deleted, path = parts
+        files.append(
+            {
+                "path": path,
+                "insertions": int(added) if added.isdigit() else 0,  # '-' for binary files
+                "deletions": int(deleted) if deleted.isdigit() else 0,
+            }
         )
-        return {
-            "hash": commit.hexsha,
-            "short": commit.hexsha[:12],
-            "author": f"{commit.author.name} <{commit.author.email}>",
-            "date": commit.authored_datetime.isoformat(),
-            "message": message.strip(),
-            "diffstat": {
-                "files_changed": int(stats.total.get("files", len(files))),
-                "insertions": int(stats.total.get("insertions", 0)),
-                "deletions": int(stats.total.get("deletions", 0)),
-                "files": files[:100],
-            },
-        }
-    finally:
-        repo.close()
+    return {
+        "hash": full.strip(),
+        "short": full.strip()[:12],
+        "author": f"{name} <{email}>",
+        "date": date.strip(),
+        "message": message.strip(),
+        "diffstat": {
+            "files_changed": len(files),
+            "insertions": sum(f["insertions"] for f in files),
+            "deletions": sum(f["deletions"] for f in files),
+            "files": files[:100],
+        },
+    }
 
 
 class _Runner:

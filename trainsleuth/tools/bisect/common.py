@@ -189,4 +189,10 @@ def which_uv() -> str:
         found = shutil.which("uv")
         if found:
             return found
-    raise BisectError("the uv binary was not found", "install trainsleuth with its dependencies (uv is one)")
+    from trainsleuth.tools.extras import install_hint
+
+    raise BisectError(
+        "the uv binary was not found: environments per version (or per commit with env='uv') need the "
+        "optional extra [bisect]",
+        install_hint("bisect"),
+    )

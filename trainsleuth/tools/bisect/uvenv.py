@@ -7,6 +7,11 @@
 
 An environment is marked complete only after it was built successfully; a half-built one is
 rebuilt. Builders of the same environment are serialised with a file lock.
+
+Heavy packages already installed (torch) can be reused instead of installed again
+(`Reuse`): they are excluded from uv's resolution (`--excludes`), and a `.pth` file appends the
+base interpreter's site-packages to the candidate environment's path, after its own, so the
+bisected package and everything uv installed still win over the base environment's copies.
 """
 
 from __future__ import annotations
@@ -131,6 +136,73 @@ class IndexOptions:
         return out
 
 
+@dataclass(frozen=True)
+class Reuse:
+    """Packages taken from the base interpreter's environment instead of being installed."""
+
+    packages: tuple[str, ...] = ()
+    site_dirs: tuple[str, ...] = ()
+    versions: tuple[tuple[str, str], ...] = ()
+
+    def key(self) -> dict[str, object]:
+        return {"packages": list(self.packages), "site_dirs": list(self.site_dirs), "versions": self.versions}
+
+
+_REUSE_PROBE = """
+import importlib.metadata as md, json, sys, sysconfig
+names = json.loads(sys.argv[1])
+found = {}
+for n in names:
+    try:
+        found[n] = md.version(n)
+    except md.PackageNotFoundError:
+        pass
+paths = sysconfig.get_paths()
+print(json.dumps({"versions": found, "site_dirs": sorted({paths["purelib"], paths["platlib"]})}))
+"""
+
+
+def inspect_reuse(
+    python: str, packages: Sequence[str], env: Mapping[str, str], cancel_event: threading.Event
+) -> Reuse:
+    """Check that `python`'s environment has `packages` and find its site-packages folders."""
+    if not packages:
+        return Reuse()
+    from trainsleuth.tools.bisect.common import BisectError
+
+    names = sorted({p.strip().lower() for p in packages})
+    result = run_process(
+        [python, "-c", _REUSE_PROBE, json.dumps(names)],
+        env=env,
+        timeout_s=120,
+        cancel_event=cancel_event,
+        cwd=Path.cwd(),
+    )
+    if result.returncode != 0:
+        raise BisectError(
+            f"could not inspect {python}'s environment: {tail_text(result.output_tail(), 500)}",
+            "pass python as an interpreter that has the packages to reuse",
+        )
+    data = json.loads(result.stdout_tail.strip().splitlines()[-1])
+    missing = [n for n in names if n not in data["versions"]]
+    if missing:
+        raise BisectError(
+            f"reuse_packages: {', '.join(missing)} is not installed in {python}'s environment, so it cannot be reused",
+            "pass python as the interpreter whose environment has it (e.g. the project's .venv/bin/python), "
+            "or leave it out of reuse_packages to install it in each environment",
+        )
+    return Reuse(
+        packages=tuple(names),
+        site_dirs=tuple(data["site_dirs"]),
+        versions=tuple(sorted(data["versions"].items())),
+    )
+
+
+def _site_packages(env_dir: Path) -> Path | None:
+    found = sorted(env_dir.glob("lib/python*/site-packages")) or sorted(env_dir.glob("Lib/site-packages"))
+    return found[0] if found else None
+
+
 _python_cache: dict[str, str] = {}
 
 
@@ -166,8 +238,10 @@ def version_env(
     base_env: Mapping[str, str],
     timeout_s: float,
     cancel_event: threading.Event,
+    reuse: Reuse | None = None,
 ) -> EnvResult:
     """A virtual environment with `package==version` and the base requirements (cached)."""
+    reuse = reuse or Reuse()
     key = _digest(
         {
             "python": python,
@@ -175,6 +249,7 @@ def version_env(
             "version": version,
             "requirements": sorted(requirements),
             "index": index.args(),
+            **({"reuse": reuse.key()} if reuse.packages else {}),
         }
     )[:24]
     env_dir = cache_dir / "versions" / key
@@ -193,6 +268,16 @@ def version_env(
             timeout_s=timeout_s,
             cancel_event=cancel_event,
         )
+        exclude: list[str] = []
+        if ok and reuse.packages:
+            site = _site_packages(env_dir)
+            if site is None:
+                return EnvResult(None, False, False, f"no site-packages folder in {env_dir}", key)
+            # After the environment's own site-packages: what uv installs here wins.
+            (site / "_trainsleuth_reuse.pth").write_text("\n".join(reuse.site_dirs) + "\n", encoding="utf-8")
+            excludes = env_dir / ".trainsleuth-excludes.txt"
+            excludes.write_text("\n".join(reuse.packages) + "\n", encoding="utf-8")
+            exclude = ["--excludes", str(excludes)]
         if ok:
             interp = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
             ok, tail = _uv_run(
@@ -204,6 +289,7 @@ def version_env(
                     "--python",
                     str(interp),
                     *index.args(),
+                    *exclude,
                     f"{package}=={version}",
                     *requirements,
                 ],

@@ -33,7 +33,7 @@ from trainsleuth.tools.bisect.common import (
     venv_environment,
     which_uv,
 )
-from trainsleuth.tools.bisect.uvenv import IndexOptions, resolve_python, version_env
+from trainsleuth.tools.bisect.uvenv import IndexOptions, Reuse, inspect_reuse, resolve_python, version_env
 from trainsleuth.tools.jobs import JobCancelled
 
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
@@ -54,6 +54,7 @@ class VersionBisectPlan:
     on_timeout: OnTimeout = "skip"
     env_timeout_s: float = 1800.0
     extra_env: dict[str, str] = field(default_factory=dict)
+    reuse: Reuse = field(default_factory=Reuse)
 
     def params(self) -> dict[str, Any]:
         return {
@@ -62,6 +63,7 @@ class VersionBisectPlan:
             "command": self.command,
             "python": self.python,
             "requirements": self.requirements,
+            "reuse_packages": list(self.reuse.packages),
         }
 
 
@@ -81,6 +83,7 @@ def prepare_version_bisect(
     timeout_s: float | None = 600.0,
     on_timeout: OnTimeout = "skip",
     extra_env: Mapping[str, str] | None = None,
+    reuse_packages: Sequence[str] = (),
 ) -> VersionBisectPlan:
     """Validate the request (names, versions, options, the interpreter); raise BisectError if wrong."""
     if not _NAME.match(package or ""):
@@ -97,6 +100,14 @@ def prepare_version_bisect(
         raise BisectError("the versions list has duplicates", "pass each version once, oldest first")
     for req in requirements:
         check_option_like(req, "requirement")
+    for name in reuse_packages:
+        if not _NAME.match(name or ""):
+            raise BisectError(f"reuse_packages: {name!r} is not a package name", "pass names such as 'torch'")
+        if name.lower() == package.lower():
+            raise BisectError(
+                f"reuse_packages cannot include {package!r}, the package being bisected",
+                "leave it out: each environment installs its own version of it",
+            )
     for link in find_links:
         check_option_like(link, "find_links entry")
     for url in [index_url or "", *extra_index_urls]:
@@ -111,6 +122,7 @@ def prepare_version_bisect(
     import threading
 
     interp = resolve_python(uv, python, base_env, threading.Event())
+    reuse = inspect_reuse(python or interp, reuse_packages, base_env, threading.Event())
     return VersionBisectPlan(
         package=package,
         versions=list(versions),
@@ -123,6 +135,7 @@ def prepare_version_bisect(
         timeout_s=timeout_s,
         on_timeout=on_timeout,
         extra_env=dict(extra_env or {}),
+        reuse=reuse,
     )
 
 
@@ -167,6 +180,7 @@ def run_version_bisect(plan: VersionBisectPlan, reporter: Reporter) -> dict[str,
             base_env=base_env,
             timeout_s=plan.env_timeout_s,
             cancel_event=reporter.cancel_event,
+            reuse=plan.reuse,
         )
         env_info = {"reused": built.reused, "ok": built.ok, "build_s": round(time.monotonic() - started, 3)}
         if not built.ok or built.path is None:
@@ -220,6 +234,7 @@ def run_version_bisect(plan: VersionBisectPlan, reporter: Reporter) -> dict[str,
         "versions": plan.versions,
         "command": plan.command,
         "python": plan.python,
+        "reused_packages": [f"{n}=={v}" for n, v in plan.reuse.versions],
         "first_bad_version": first_bad,
         "last_good_version": plan.versions[lo] if lo >= 0 else None,
         "all_fail": hi == 0 and not between,

@@ -35,7 +35,12 @@ def render_png(collector: Collector, events: Iterable[Finding], max_points: int 
         panels = [(s.role, [s]) for s in named]
     if not panels:
         return None
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        from trainsleuth.tools.extras import MissingExtra
+
+        raise MissingExtra("the metrics plot", "plots") from None
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -60,14 +65,15 @@ def render_png(collector: Collector, events: Iterable[Finding], max_points: int 
                 if ev.metric in names or (ev.metric is None and role == panels[0][0]):
                     ax.axvline(ev.step, color=_COLORS[ev.severity], lw=0.8, ls="--", alpha=0.8)
                     ax.annotate(ev.code, (ev.step, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
-                                rotation=90, va="top", ha="right", color=_COLORS[ev.severity])  # fmt: skip
+                                rotation=90, va="top", ha="right", color=_COLORS[ev.severity],
+                                annotation_clip=False)  # fmt: skip
             ax.set_ylabel(role, fontsize=8)
             ax.legend(fontsize=7, loc="upper right")
             ax.tick_params(labelsize=7)
         axes[-1, 0].set_xlabel("step")
         fig.tight_layout()
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90)
+        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", pad_inches=0.1)  # labels never clipped
         return buf.getvalue()
     finally:
         plt.close(fig)

@@ -44,6 +44,9 @@ class ProbeReport(BaseModel):
     environment: dict[str, Any] = Field(default_factory=dict)
     unknown_keys: list[str] = Field(default_factory=list)
     duration_s: float | None = None
+    requested_steps: int | None = None
+    stopped: str | None = None
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
@@ -76,11 +79,14 @@ NEXT_STEPS = {
     "function_not_found": "check the function name after the ':'",
     "import_error": "fix the error in the user's module (traceback in the detail), then probe again",
     "entrypoint_raised": "fix the error raised by the entrypoint function (traceback in the detail)",
-    "contract_error": "return a mapping as described in interface.md: model, batch/batches, and optionally loss_fn, optimizer or step_fn",
+    "contract_error": "return a mapping as described in the probe://entrypoint resource: model, batch/batches, and optionally loss_fn, optimizer, scheduler, step_fn, eval_fn",
+    "script_entrypoint": "scaffold an entrypoint from the script: `trainsleuth probe --scaffold SCRIPT` (MCP: probe_gradients with scaffold=SCRIPT)",
     "step_raised": "the user's training code raised during the probe step; fix it (traceback in the detail)",
     "timeout": "probe fewer steps, use a smaller batch, or raise the timeout",
     "out_of_memory": "use a smaller batch or model in the entrypoint, or raise the memory limit",
     "cancelled": "run the probe again when needed",
+    "scaffold_incomplete": "set LOSS_FN = loss_fn in the scaffold file and write loss_fn from the lines shown, then probe it again",
+    "bad_scaffold": "pass the training script (a .py file with the training loop)",
     "no_torch": "install torch in that interpreter, or pass the interpreter of the project's environment (--python)",
     "interpreter_failed": "pass a working Python interpreter (--python)",
 }
@@ -97,6 +103,14 @@ def run_probe(
     cancel_event: threading.Event | None = None,
 ) -> ProbeReport:
     """Probe `entrypoint` for `steps` steps in interpreter `python`; raise ProbeError on bad input."""
+    if entrypoint and ":" not in entrypoint and entrypoint.endswith(".py"):
+        raise ProbeError(
+            "script_entrypoint",
+            f"{entrypoint} is a file, not an entrypoint: an entrypoint names a function "
+            "(path/to/file.py:function) that returns {'model': ..., 'batch': ...}. To probe a training "
+            "script as it is, scaffold an entrypoint from it",
+            NEXT_STEPS["script_entrypoint"].replace("SCRIPT", entrypoint),
+        )
     if not entrypoint or ":" not in entrypoint:
         raise ProbeError(
             "bad_entrypoint",
@@ -121,6 +135,8 @@ def run_probe(
         message = exc.message
         if exc.kind == "no_torch" and str(python) not in message:
             message = f"{message} (interpreter: {python})"
+        if exc.kind == "script_entrypoint":
+            message = message.replace("SCRIPT", entrypoint.rpartition(":")[0])
         if exc.kind == "contract_error" and exc.key:
             message = f"{message} [contract key: {exc.key!r}]"
         if exc.kind == "interpreter_failed" or (
@@ -149,18 +165,58 @@ def run_probe(
         environment=payload.get("environment", {}),
         unknown_keys=payload.get("unknown_keys", []),
         duration_s=payload.get("duration_s"),
+        requested_steps=steps,
+        stopped=payload.get("stopped"),
+        notes=list(payload.get("notes") or []),
     )
 
 
+# evidence keys worth a line of their own in the text rendering (what to do, where it started)
+EVIDENCE_LINES = (
+    ("hint", "fix"),
+    ("created_in", "created in"),
+    ("cause", "cause"),
+    ("nonfinite_params_before_step", "non-finite parameters during the forward pass"),
+    ("nonfinite_params_after_step", "non-finite parameters after the optimizer step"),
+    ("nonfinite_param_grads", "non-finite gradients in"),
+    ("entered_from", "entered from"),
+    ("call", "call"),
+    ("reference", "compared with"),
+    ("params", "parameters"),
+)
+
+
+def finding_lines(f: Finding) -> list[str]:
+    """One finding as text: its line, then the evidence a reader acts on, then its failure modes."""
+    lines = ["  " + f.one_line()]
+    for key, label in EVIDENCE_LINES:
+        value = f.evidence.get(key)
+        if value in (None, [], ""):
+            continue
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value[:6]) + (f" (+{len(value) - 6})" if len(value) > 6 else "")
+        lines.append(f"      {label}: {value}")
+    if f.failure_modes:
+        lines.append(f"      failure modes: {', '.join(f.failure_modes[:5])}")
+    return lines
+
+
 def render_report(report: ProbeReport, *, max_rows: int = 40) -> str:
+    ran = f"{report.steps} step(s)"
+    if report.requested_steps and report.steps < report.requested_steps:
+        ran = f"{report.steps} of {report.requested_steps} step(s)"
     lines = [
-        f"Probe of {report.entrypoint}: {report.steps} step(s), mode {report.mode}, "
+        f"Probe of {report.entrypoint}: {ran}, mode {report.mode}, "
         f"{'healthy' if report.healthy else 'problems found'} ({len(report.findings)} finding(s))."
     ]
+    if report.stopped:
+        lines.append(f"Stopped early: {report.stopped}")
     for f in report.findings:
-        lines.append("  " + f.one_line())
+        lines.extend(finding_lines(f))
     if report.losses:
         lines.append("Losses: " + ", ".join(_fmt(x) for x in report.losses))
+    for note in report.notes:
+        lines.append(f"Note: {note}")
     if report.table:
         lines.append("")
         lines.append(f"{'module':40} {'type':16} {'grad_norm':>10} {'param_norm':>10} {'update':>9}")

@@ -12,6 +12,8 @@ import os
 import sys
 import traceback
 
+# scheduler, eval_fn: the probe's (scheduler also check_resume's); state .. load: optional keys check_resume
+# reads (resume_runner.py). Every tool ignores the keys it does not read.
 CONTRACT_KEYS = (
     "model",
     "batch",
@@ -19,9 +21,16 @@ CONTRACT_KEYS = (
     "loss_fn",
     "optimizer",
     "step_fn",
+    "scheduler",
+    "eval_fn",
     "setup",
     "wrap_model",
     "state",
+    "scaler",
+    "ema",
+    "next_batch",
+    "save",
+    "load",
 )
 
 
@@ -71,6 +80,8 @@ def load_function(spec, cwd=None):
         try:
             module_spec.loader.exec_module(module)
         except BaseException as exc:  # the user's module failed at import time
+            if isinstance(exc, _TrainingRan):
+                raise
             raise EntrypointError(
                 "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
             ) from None
@@ -84,6 +95,8 @@ def load_function(spec, cwd=None):
                 "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
             ) from None
         except BaseException as exc:
+            if isinstance(exc, _TrainingRan):
+                raise
             raise EntrypointError(
                 "import_error", f"importing {target!r} failed: {type(exc).__name__}: {exc}", tb=_tb_tail()
             ) from None
@@ -156,7 +169,7 @@ def validate_contract(result):
                 f"{where} must be a tensor, a tuple/list or a dict of tensors, got {type(b).__name__}",
                 key=key,
             )
-    for name in ("loss_fn", "step_fn", "setup", "wrap_model"):
+    for name in ("loss_fn", "step_fn", "eval_fn", "setup", "wrap_model"):
         if result.get(name) is not None and not callable(result[name]):
             raise EntrypointError("contract_error", f"'{name}' must be callable", key=name)
     opt = result.get("optimizer")
@@ -166,8 +179,13 @@ def validate_contract(result):
             f"'optimizer' must be a torch.optim.Optimizer, got {type(opt).__name__}",
             key="optimizer",
         )
-    if result.get("loss_fn") is not None and result.get("step_fn") is not None:
-        raise EntrypointError("contract_error", "give either 'loss_fn' or 'step_fn', not both", key="step_fn")
+    sched = result.get("scheduler")
+    if sched is not None and not callable(getattr(sched, "step", None)):
+        raise EntrypointError(
+            "contract_error",
+            f"'scheduler' must have a step() method (a torch.optim.lr_scheduler), got {type(sched).__name__}",
+            key="scheduler",
+        )
     out = dict(result)
     out.pop("batch", None)
     out["batches"] = batches
@@ -175,16 +193,86 @@ def validate_contract(result):
     return out
 
 
+SCRIPT_HELP = (
+    "an entrypoint is a function that builds the model and a batch and returns them "
+    "({'model': ..., 'batch': ...}); to probe a training script as it is, scaffold one: "
+    "`trainsleuth probe --scaffold SCRIPT` (MCP: probe_gradients with scaffold=SCRIPT)"
+)
+
+
+class _TrainingRan(BaseException):
+    pass
+
+
+def _no_training(what, counter=None):
+    """A global optimizer-step hook: with `counter` (a list) it counts steps, else it stops code that
+    trains while it is being imported (a training script)."""
+    try:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+    except ImportError:
+        return None
+
+    def hook(optimizer, args, kwargs):
+        if getattr(sys.modules.get("_ts_script"), "ACTIVE", False):
+            return  # a scaffolded entrypoint capturing its script on purpose
+        if counter is not None:
+            counter.append(1)
+            return
+        raise _TrainingRan(what)
+
+    return register_optimizer_step_pre_hook(hook)
+
+
 def load_contract(spec, cwd=None):
-    fn = load_function(spec, cwd)
+    target = spec.rpartition(":")[0]
+    guard = _no_training(target)
+    try:
+        fn = load_function(spec, cwd)
+    except _TrainingRan:
+        raise EntrypointError(
+            "script_entrypoint",
+            f"importing {target!r} runs training (it called optimizer.step()): it is a training script, "
+            f"not a module with an entrypoint function; {SCRIPT_HELP}",
+        ) from None
+    except EntrypointError as exc:
+        if exc.kind == "import_error" and "SystemExit" in exc.message:
+            raise EntrypointError(
+                "script_entrypoint",
+                f"importing {target!r} exits ({exc.message.split(' failed: ')[-1]}): it parses command-line "
+                f"arguments at import time, so it is a script; {SCRIPT_HELP}",
+                tb=exc.tb,
+            ) from None
+        raise
+    finally:
+        if guard is not None:
+            guard.remove()
+    steps = []  # type: list  # an entrypoint may train a little to reach a state (a checkpoint's); a script returns nothing
+    guard = _no_training(spec, steps)
     try:
         result = fn()
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if isinstance(exc, SystemExit):
+            raise EntrypointError(
+                "script_entrypoint",
+                f"{spec} exited (SystemExit: {exc.code}): it parses command-line arguments, so it is a "
+                f"script's main function; {SCRIPT_HELP}",
+                tb=_tb_tail(),
+            ) from None
+        if type(exc).__name__ == "ScaffoldIncomplete":
+            raise EntrypointError("scaffold_incomplete", f"{spec}: {exc}", key="loss_fn") from None
         raise EntrypointError(
             "entrypoint_raised", f"{spec} raised {type(exc).__name__}: {exc}", tb=_tb_tail()
         ) from None
+    finally:
+        if guard is not None:
+            guard.remove()
+    if result is None:
+        trained = f" after {len(steps)} optimizer step(s): it runs a training loop" if steps else ""
+        raise EntrypointError(
+            "script_entrypoint", f"{spec} returned None{trained}; {SCRIPT_HELP}", key="model"
+        )
     return validate_contract(result)
 
 

@@ -53,6 +53,18 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "", *, arrow
     stats.reader = "python"
     use_arrow = size >= ARROW_MIN_BYTES if arrow is None else arrow
     modules = _pyarrow() if use_arrow else None
+    if use_arrow and modules is None and arrow is None:
+        from trainsleuth.tools.extras import install_hint
+
+        stats.notes.append(
+            f"read in Python; the optional extra [fast-csv] reads large CSVs faster: {install_hint('fast-csv')}"
+        )
+    if use_arrow and modules is None and arrow is None:
+        from trainsleuth.tools.extras import install_hint
+
+        stats.notes.append(
+            f"read in Python; the optional extra [fast-csv] reads large CSVs faster: {install_hint('fast-csv')}"
+        )
     header: list[str] = []
     delim = ","
     step_col = -1

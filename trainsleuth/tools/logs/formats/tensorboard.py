@@ -13,9 +13,12 @@ def read_tensorboard(files: list[Path], ctx: ReadContext, root: Path) -> None:
     try:
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
         from tensorboard.util import tensor_util
-    except ImportError:  # pragma: no cover - tensorboard is a declared dependency
+    except ImportError:
+        from trainsleuth.tools.extras import install_hint
+
         raise LogInputError(
-            "reading TensorBoard event files needs the tensorboard package", "pip install tensorboard"
+            "reading TensorBoard event files needs the optional extra [tensorboard]",
+            install_hint("tensorboard"),
         ) from None
     add = ctx.collector.add
     multi_run = len({f.parent for f in files}) > 1

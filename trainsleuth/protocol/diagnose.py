@@ -1,0 +1,545 @@
+"""Phase 4 (Gate 4): the diagnosis, its reproducer, the critical review, and the person's approval.
+
+Rules:
+- a diagnosis cites evidence of this investigation, states what would disprove it, names the files
+  of its one proposed change and the reproducer (default: the investigation's);
+- on the full pathway it rests on a confirmed hypothesis, or on a bisect plus a finding that settle
+  the question (cited together), unless a failed fix escalated the investigation;
+- a root cause already struck out on this problem (three failed fixes) is refused, however worded;
+- the server runs the reproducer on the unfixed tree: if it passes, the diagnosis is refused ("the
+  reproducer does not reproduce"); if it fails, that run and a fingerprint of everything the reproducer
+  can reach are kept with the diagnosis;
+- confidence < 0.8 needs a CONFIRMED critical review before the person is asked;
+- the person approves (or rejects) the diagnosis as tested: if anything changed since the reproducer
+  ran, approval is refused until the diagnosis is submitted again; approving a new root cause on a
+  halted problem starts a new epoch of strikes;
+- during a fix, the person may approve an amendment: files the attempt changed beyond the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainsleuth.protocol import fingerprint, strikes
+from trainsleuth.protocol.core import (
+    APPROVED,
+    CONFIDENCE_NEEDS_REVIEW,
+    DEFAULT_REPRODUCER_TIMEOUT_S,
+    DIAGNOSIS,
+    DONE,
+    FIXING,
+    HYPOTHESES,
+    ProtocolCore,
+)
+from trainsleuth.protocol.ledger import ProtocolError, dumps, insert_evidence, short_id
+from trainsleuth.protocol.models import Approval, DiagnosisSpec, DiagnosisView, ReviewView, Verdict
+from trainsleuth.protocol.reproducer import run_reproducer
+from trainsleuth.protocol.snapshot import REF_PREFIX, SnapshotError, commit_tree
+
+_FINDING_SEVERITIES = ("warning", "error", "critical")
+
+
+def _is_bisect_verdict(data: Any) -> bool:
+    if not isinstance(data, dict):
+        return False
+    res = data.get("result") if isinstance(data.get("result"), dict) else data
+    if not isinstance(res, dict):
+        return False
+    if res.get("first_bad_commit"):
+        return True
+    return bool(res.get("first_bad_version")) and not res.get("all_fail")
+
+
+def _has_finding(data: Any) -> bool:
+    if not isinstance(data, dict):
+        return False
+    for key in ("findings", "events"):
+        for item in data.get(key) or []:
+            if isinstance(item, dict) and item.get("code") and item.get("severity") in _FINDING_SEVERITIES:
+                return True
+    return False
+
+
+def settling_evidence(conn: sqlite3.Connection, inv_id: str, cited: list[str]) -> list[str]:
+    """[bisect evidence id, finding evidence id] when the cited evidence settles the question, else []."""
+    rows = {
+        r["id"]: json.loads(r["data"])
+        for r in conn.execute("SELECT id, data FROM evidence WHERE investigation_id=?", (inv_id,))
+    }
+    bisect = next((e for e in cited if _is_bisect_verdict(rows.get(e))), None)
+    finding = next((e for e in cited if e != bisect and _has_finding(rows.get(e))), None)
+    return [bisect, finding] if bisect and finding else []
+
+
+@dataclass
+class ApprovalRequest:
+    """What the person is asked to decide: a diagnosis, or an amendment of the approved fix."""
+
+    kind: str  # "diagnosis" or "amendment"
+    diagnosis: DiagnosisView
+    files: list[str] = field(default_factory=list)  # amendment: what to add to the fix
+    diff: str = ""  # amendment: the attempt's diff so far
+
+
+def repo_relative(files: list[str], workspace: Path, root: Path) -> set[str]:
+    out = set()
+    for f in files:
+        p = Path(f)
+        full = p if p.is_absolute() else workspace / p
+        try:
+            out.add(full.resolve().relative_to(root.resolve()).as_posix())
+        except ValueError:
+            out.add(p.as_posix())
+    return out
+
+
+class Diagnosis(ProtocolCore):
+    def _interpreters(self, command: str, workspace: Path) -> list[Path]:
+        return fingerprint.interpreters_for(command, workspace, self.default_interpreter)
+
+    # ------------------------------------------------------------------ submit
+
+    def submit_diagnosis(
+        self, inv_id: str, spec: DiagnosisSpec, cancel_event: threading.Event | None = None
+    ) -> DiagnosisView:
+        with self._tx() as conn:
+            inv = self._inv_row(conn, inv_id)
+            self._escalate_if_due(conn, inv)
+            if inv["phase"] == FIXING:
+                raise self.refuse(
+                    inv_id, "a fix attempt is active on the approved diagnosis", "verify_fix first"
+                )
+            if inv["phase"] in DONE:
+                raise ProtocolError(
+                    f"investigation {inv_id} is {inv['phase']}", "start_investigation for a new problem"
+                )
+        workspace = Path(inv["workspace"])
+        # Gate 4 checks, in the order an assistant should fix them.
+        with self._read() as conn:
+            cited = self._check_evidence(conn, inv_id, spec.evidence_ids, "a diagnosis (Gate 4)")
+        if not spec.disproving_observation.strip():
+            raise self.refuse(
+                inv_id,
+                "a diagnosis (Gate 4) must state the observation that would disprove its root cause",
+                "fill disproving_observation (and disproof_looked_for: whether you looked for it)",
+            )
+        for name in ("symptom", "root_cause", "mechanism"):
+            if not str(getattr(spec, name)).strip():
+                raise self.refuse(inv_id, f"the diagnosis field {name} is empty", f"fill {name}")
+        if not spec.proposed_fix.change.strip():
+            raise self.refuse(
+                inv_id, "the proposed fix is empty", "describe the one change in proposed_fix.change"
+            )
+        if not [f for f in spec.proposed_fix.files if f.strip()]:
+            raise self.refuse(
+                inv_id,
+                "the proposed fix names no files: verify_fix accepts changes only to the files the approved fix names",
+                "list the files the one change touches in proposed_fix.files",
+            )
+        command = (spec.reproducer or inv["data"].get("reproducer") or "").strip()
+        if not command:
+            raise self.refuse(
+                inv_id,
+                "the diagnosis names no reproducer: a shell command, run in the workspace, that fails now and "
+                "passes once fixed",
+                "pass reproducer (e.g. 'pytest tests/test_loss.py -x' or 'python train.py --steps 50')",
+            )
+        timeout = float(
+            spec.reproducer_timeout_s
+            or inv["data"].get("reproducer_timeout_s")
+            or DEFAULT_REPRODUCER_TIMEOUT_S
+        )
+        with self._read() as conn:
+            hypothesis_id, settled = self._foundation(conn, inv, spec, cited)
+            problem = strikes.ensure_problem(conn, inv["data"]["problem_id"], inv["created_at"])
+            for struck in strikes.struck_causes(problem):
+                if strikes.same_root_cause(struck["root_cause"], spec.root_cause):
+                    raise self.refuse(
+                        inv_id,
+                        f"diagnosis {struck['diagnosis_id']} with this root cause already failed three fix attempts "
+                        "on this problem; a new diagnosis must name a different root cause",
+                        "re-examine the assumptions in the three-strike report and diagnose a different root cause",
+                    )
+        # The server's own run on the unfixed tree, and what the reproducer could reach.
+        interpreters = self._interpreters(command, workspace)
+        try:
+            before = fingerprint.take(workspace, self.state_dir, [], environment=False)
+            run = run_reproducer(command, workspace, timeout, cancel_event)
+            after = fingerprint.take(workspace, self.state_dir, interpreters)
+            outputs = [
+                c.path
+                for c in fingerprint.changes(before, after, environment=False)
+                if fingerprint.is_run_output(c.path)
+            ]
+        except fingerprint.FingerprintError as exc:
+            raise self.refuse(
+                inv_id,
+                f"cannot record what the reproducer runs on: {exc}",
+                "submit_diagnosis needs the workspace in a git repository (git init && git add -A && git commit "
+                "-m baseline), so the tree it was tested on can be compared with the fixed one",
+            ) from exc
+        with self._tx() as conn:
+            inv = self._inv_row(conn, inv_id)
+            summary = (
+                f"the server ran the reproducer on the unfixed tree: {run.verdict()} "
+                f"({run.duration_s:.1f} s): {command[:200]}"
+            )
+            ev_id = insert_evidence(
+                conn,
+                inv_id,
+                "submit_diagnosis",
+                summary,
+                {"command": command, "exit_code": run.exit_code, "timed_out": run.timed_out,
+                 "output_tail": run.output_tail},
+                inv["phase"],
+            )  # fmt: skip
+        if run.passed:
+            raise self.refuse(
+                inv_id,
+                f"the reproducer does not reproduce: `{command}` passed (exit code 0) on the unfixed tree "
+                f"(evidence {ev_id}), so it could not tell a fix from no fix",
+                "give a reproducer that fails now because of this problem (a test asserting the expected "
+                "behaviour, or a script exiting non-zero on the symptom), then submit_diagnosis again",
+            )
+        ref = f"{REF_PREFIX}{inv_id}/reproduced-{uuid.uuid4().hex[:8]}"
+        try:
+            commit_tree(
+                Path(after.repo_root),
+                after.tree,
+                None,
+                ref,
+                f"trainsleuth: tree the reproducer failed on ({inv_id})",
+            )
+        except SnapshotError as exc:
+            raise ProtocolError(f"cannot keep the tested tree: {exc}", "check the git repository") from exc
+        with self._tx() as conn:
+            inv = self._inv_row(conn, inv_id)
+            phase = inv["phase"]
+            linked = strikes.link_candidate_by_files(
+                conn,
+                inv_id,
+                inv["data"]["problem_id"],
+                sorted(repo_relative(spec.proposed_fix.files, workspace, Path(after.repo_root))),
+            )
+            if linked is not None:
+                self._link(conn, inv, linked[0], linked[1])
+            old = self._current_diagnosis(conn, inv)
+            if old is not None and old["status"] in ("awaiting_review", "awaiting_approval", "approved"):
+                self._set_diag_status(conn, old["id"], "superseded")
+            diag_id = short_id(conn, "d")
+            status = "awaiting_review" if spec.confidence < CONFIDENCE_NEEDS_REVIEW else "awaiting_approval"
+            data = spec.model_dump()
+            data.update(
+                {
+                    "evidence_ids": cited,
+                    "hypothesis_id": hypothesis_id,
+                    "settled_by": settled,
+                    "reproducer": command,
+                    "reproducer_timeout_s": timeout,
+                    "reproduction": {
+                        "command": command,
+                        "exit_code": run.exit_code,
+                        "timed_out": run.timed_out,
+                        "output_tail": run.output_tail,
+                        "at": self.clock(),
+                        "evidence_id": ev_id,
+                        "interpreters": [str(p) for p in interpreters],
+                        "outputs": outputs,
+                    },
+                    "fingerprint": {**after.to_dict(), "ref": ref},
+                }
+            )
+            conn.execute(
+                "INSERT INTO diagnoses(id, investigation_id, created_at, status, confidence, root_cause_key, data) "
+                "VALUES(?,?,?,?,?,?,?)",
+                (
+                    diag_id,
+                    inv_id,
+                    self.clock(),
+                    status,
+                    spec.confidence,
+                    strikes.normalise(spec.root_cause),
+                    dumps(data),
+                ),
+            )
+            inv["data"]["current_diagnosis_id"] = diag_id
+            inv["phase"] = DIAGNOSIS
+            self._event(
+                conn,
+                inv_id,
+                "diagnosis_submitted",
+                DIAGNOSIS,
+                f"diagnosis {diag_id} (confidence {spec.confidence:.2f}, {status.replace('_', ' ')}): "
+                f"{spec.root_cause[:200]}; the reproducer fails on the unfixed tree ({run.verdict()})",
+                {"diagnosis_id": diag_id, "status": status, "replaced": old["id"] if old else None,
+                 "settled_by": settled, "from_phase": phase},
+            )  # fmt: skip
+            self._save(conn, inv)
+            return self._diagnosis_view(conn, self._diagnosis(conn, diag_id))
+
+    def _foundation(
+        self, conn: sqlite3.Connection, inv: dict[str, Any], spec: DiagnosisSpec, cited: list[str]
+    ) -> tuple[str | None, list[str]]:
+        """(confirmed hypothesis, settling evidence) the diagnosis rests on; refuses on the full pathway
+        when it rests on neither."""
+        hypothesis_id = spec.hypothesis_id
+        if inv["pathway"] != "full":
+            return hypothesis_id, []
+        confirmed = [
+            r["id"]
+            for r in conn.execute(
+                "SELECT id FROM hypotheses WHERE investigation_id=? AND status='confirmed' ORDER BY created_at DESC, rank",
+                (inv["id"],),
+            )
+        ]
+        if hypothesis_id is not None:
+            if hypothesis_id not in confirmed:
+                raise self.refuse(
+                    inv["id"],
+                    f"hypothesis {hypothesis_id} is not a confirmed hypothesis of this investigation",
+                    "cite a hypothesis confirmed with resolve_hypothesis",
+                )
+            return hypothesis_id, []
+        if confirmed:
+            return confirmed[0], []
+        escalation = inv["data"].get("escalation") or {}
+        after_failure = "attempt failed" in str(escalation.get("reason", ""))
+        settled = [] if after_failure else settling_evidence(conn, inv["id"], cited)
+        if settled:
+            return None, settled
+        escalated = " (the investigation escalated from the quick pathway)" if escalation else ""
+        raise self.refuse(
+            inv["id"],
+            f"the full protocol requires a confirmed hypothesis before a diagnosis{escalated}",
+            "propose_hypotheses (3-5, ranked), test them one at a time and resolve_hypothesis citing evidence; "
+            "then submit_diagnosis"
+            + ("" if after_failure else " (or cite a bisect that found the first bad commit and a finding)"),
+        )
+
+    def _link(self, conn: sqlite3.Connection, inv: dict[str, Any], problem_id: str, reason: str) -> None:
+        old_problem = inv["data"]["problem_id"]
+        target = strikes.ensure_problem(conn, problem_id, self.clock())
+        strikes.merge_into(conn, inv["id"], old_problem, target)
+        inv["data"]["problem_id"] = problem_id
+        inv["data"]["linked"] = {"to": problem_id, "reason": reason}
+        n = strikes.count(conn, problem_id, target["epoch"])
+        note = f"investigation {inv['id']} is linked to problem {problem_id}: {reason}; strikes {n} of 3 are shared"
+        self.notices.append(note)
+        self._event(
+            conn, inv["id"], "linked", inv["phase"], note, {"problem_id": problem_id, "reason": reason}
+        )
+
+    # ------------------------------------------------------------------ review
+
+    def record_review(
+        self,
+        inv_id: str,
+        verdict: Verdict,
+        reviewer: str,
+        reasoning: str,
+        alternative_explanations: list[str],
+        missing_evidence: list[str],
+        diagnosis_id: str | None = None,
+    ) -> tuple[ReviewView, DiagnosisView]:
+        with self._tx() as conn:
+            inv = self._inv_row(conn, inv_id)
+            self._escalate_if_due(conn, inv)
+            diag = self._current_diagnosis(conn, inv)
+            if diag is None or inv["phase"] != DIAGNOSIS:
+                raise self.refuse(
+                    inv_id, "there is no submitted diagnosis awaiting review", "submit_diagnosis first"
+                )
+            if diagnosis_id and diagnosis_id != diag["id"]:
+                raise ProtocolError(
+                    f"diagnosis {diagnosis_id} is not the current diagnosis ({diag['id']})",
+                    "review the current diagnosis (get_investigation shows it)",
+                )
+            if not reviewer.strip() or not reasoning.strip():
+                raise ProtocolError(
+                    "a review needs the reviewer and its reasoning", "fill reviewer and reasoning"
+                )
+            rev_id = short_id(conn, "r")
+            data = {
+                "reviewer": reviewer,
+                "reasoning": reasoning,
+                "alternative_explanations": alternative_explanations,
+                "missing_evidence": missing_evidence,
+            }
+            conn.execute(
+                "INSERT INTO reviews(id, investigation_id, diagnosis_id, created_at, verdict, data) VALUES(?,?,?,?,?,?)",
+                (rev_id, inv_id, diag["id"], self.clock(), verdict, dumps(data)),
+            )
+            if verdict == "CONFIRMED":
+                self._set_diag_status(conn, diag["id"], "awaiting_approval")
+                summary = f"review {rev_id} by {reviewer}: CONFIRMED diagnosis {diag['id']}"
+            else:
+                self._set_diag_status(conn, diag["id"], "sent_back")
+                inv["data"]["current_diagnosis_id"] = None
+                inv["phase"] = HYPOTHESES
+                summary = f"review {rev_id} by {reviewer}: {verdict}; diagnosis {diag['id']} sent back to hypotheses"
+            self._event(
+                conn,
+                inv_id,
+                "review_recorded",
+                inv["phase"],
+                summary,
+                {"review_id": rev_id, "verdict": verdict},
+            )
+            self._save(conn, inv)
+            view = self._diagnosis_view(conn, self._diagnosis(conn, diag["id"]))
+            return next(r for r in view.reviews if r.id == rev_id), view
+
+    # ------------------------------------------------------------------ approval
+
+    def approval_request(
+        self, inv_id: str, diagnosis_id: str | None = None, *, check_tree: bool = True
+    ) -> ApprovalRequest:
+        """What approval would decide now; refuses when nothing can be approved yet."""
+        with self._read() as conn:
+            inv = self._inv_row(conn, inv_id)
+            diag = self._current_diagnosis(conn, inv)
+            if inv["phase"] == FIXING and diag is not None:
+                attempt = conn.execute(
+                    "SELECT data FROM fix_attempts WHERE id=?", (inv["data"].get("active_attempt_id"),)
+                ).fetchone()
+                adata = json.loads(attempt["data"]) if attempt is not None else {}
+                if adata.get("unapproved"):
+                    return ApprovalRequest(
+                        "amendment",
+                        self._diagnosis_view(conn, diag),
+                        list(adata["unapproved"]),
+                        adata.get("diff") or "",
+                    )
+            if diag is None or inv["phase"] != DIAGNOSIS:
+                raise self.refuse(
+                    inv_id,
+                    f"there is no diagnosis awaiting approval (phase: {inv['phase']})",
+                    "the diagnosis is already approved: begin_fix"
+                    if inv["phase"] in (APPROVED, FIXING)
+                    else "submit_diagnosis first (Gate 4)",
+                )
+            if diagnosis_id and diagnosis_id != diag["id"]:
+                raise ProtocolError(
+                    f"diagnosis {diagnosis_id} is not the current diagnosis ({diag['id']})",
+                    "approve the current diagnosis (get_investigation shows it)",
+                )
+            if diag["status"] == "awaiting_review":
+                raise self.refuse(
+                    inv_id,
+                    f"diagnosis {diag['id']} has confidence {diag['confidence']:.2f} < 0.8 and cannot be approved "
+                    "until a critical review verdict of CONFIRMED is recorded",
+                    "run a critical review (the critical_review prompt) and record_review with its verdict",
+                )
+            view = self._diagnosis_view(conn, diag)
+            workspace = Path(inv["workspace"])
+        if view.reproduction is None or not diag["data"].get("fingerprint"):
+            raise self.refuse(
+                inv_id,
+                f"diagnosis {diag['id']} was submitted without the server running its reproducer (an older "
+                "trainsleuth)",
+                "submit_diagnosis again (the server runs the reproducer on the unfixed tree)",
+            )
+        if check_tree:
+            changed = self.changed_since_reproduction(diag["data"], workspace)
+            if changed:
+                raise self.refuse(
+                    inv_id,
+                    "the workspace changed since the server ran the reproducer for this diagnosis: "
+                    + ", ".join(changed[:10]),
+                    "submit_diagnosis again, so the person approves the tree the reproducer was tested on",
+                )
+        return ApprovalRequest("diagnosis", view)
+
+    def decide(self, inv_id: str, request: ApprovalRequest, approval: Approval) -> DiagnosisView:
+        """Record the person's decision on what `approval_request` returned."""
+        diag_id = request.diagnosis.id
+        with self._tx() as conn:
+            inv = self._inv_row(conn, inv_id)
+            diag = self._diagnosis(conn, diag_id)
+            if request.kind == "amendment":
+                return self._decide_amendment(conn, inv, diag, request, approval)
+            if inv["phase"] != DIAGNOSIS or inv["data"].get("current_diagnosis_id") != diag_id:
+                raise ProtocolError(
+                    "the investigation changed while the person decided", "call get_investigation"
+                )
+            record = approval.model_dump()
+            if approval.decision == "approve":
+                self._set_diag_status(conn, diag_id, "approved", approval=record)
+                inv["phase"] = APPROVED
+                summary = (
+                    f"diagnosis {diag_id} approved by {approval.approver or 'the person'} via {approval.path}"
+                )
+                kind = "diagnosis_approved"
+                problem = strikes.ensure_problem(conn, inv["data"]["problem_id"], inv["created_at"])
+                if problem["halted"]:
+                    problem["halted"] = 0
+                    problem["epoch"] += 1
+                    strikes.save_problem(conn, problem)
+                    inv["data"]["three_strike_report"] = None
+                    summary += f"; a different root cause on the halted problem: strikes start again (epoch {problem['epoch']})"
+            else:
+                self._set_diag_status(conn, diag_id, "rejected", approval=record)
+                inv["data"]["current_diagnosis_id"] = None
+                inv["phase"] = HYPOTHESES
+                summary = (
+                    f"diagnosis {diag_id} rejected by {approval.approver or 'the person'} via {approval.path}"
+                    + (f": {approval.words}" if approval.words else "")
+                )
+                kind = "diagnosis_rejected"
+            self._event(conn, inv_id, kind, inv["phase"], summary[:500], record)
+            self._save(conn, inv)
+            return self._diagnosis_view(conn, self._diagnosis(conn, diag_id))
+
+    def _decide_amendment(
+        self,
+        conn: sqlite3.Connection,
+        inv: dict[str, Any],
+        diag: dict[str, Any],
+        request: ApprovalRequest,
+        approval: Approval,
+    ) -> DiagnosisView:
+        attempt_id = inv["data"].get("active_attempt_id")
+        row = conn.execute("SELECT data FROM fix_attempts WHERE id=?", (attempt_id,)).fetchone()
+        adata = json.loads(row["data"]) if row is not None else {}
+        if inv["phase"] != FIXING or sorted(adata.get("unapproved") or []) != sorted(request.files):
+            raise ProtocolError("the fix attempt changed while the person decided", "call verify_fix again")
+        record = {**approval.model_dump(), "amended_files": list(request.files)}
+        if approval.decision == "approve":
+            diag["data"]["proposed_fix"]["files"] = list(diag["data"]["proposed_fix"]["files"]) + list(
+                request.files
+            )
+            diag["data"].setdefault("amendments", []).append(record)
+            conn.execute("UPDATE diagnoses SET data=? WHERE id=?", (dumps(diag["data"]), diag["id"]))
+            adata["unapproved"] = []
+            conn.execute("UPDATE fix_attempts SET data=? WHERE id=?", (dumps(adata), attempt_id))
+            summary = (
+                f"the fix of {diag['id']} now also covers {', '.join(request.files[:10])}: approved by "
+                f"{approval.approver or 'the person'} via {approval.path}"
+            )
+            kind = "amendment_approved"
+        else:
+            summary = (
+                f"{approval.approver or 'the person'} did not approve changing {', '.join(request.files[:10])} "
+                f"via {approval.path}" + (f": {approval.words}" if approval.words else "")
+            )
+            kind = "amendment_rejected"
+        self._event(conn, inv["id"], kind, inv["phase"], summary[:500], record)
+        self._save(conn, inv)
+        return self._diagnosis_view(conn, self._diagnosis(conn, diag["id"]))
+
+    def record_cancelled_approval(self, inv_id: str, diagnosis_id: str, detail: str) -> None:
+        with self._tx() as conn:
+            inv = self._inv_row(conn, inv_id)
+            self._event(
+                conn, inv_id, "approval_cancelled", inv["phase"], f"approval of {diagnosis_id}: {detail}",
+                {"diagnosis_id": diagnosis_id},
+            )  # fmt: skip
+
+
+__all__ = ["ApprovalRequest", "Diagnosis", "repo_relative", "settling_evidence"]

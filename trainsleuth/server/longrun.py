@@ -1,0 +1,241 @@
+"""Long tool calls answer within the clients' request timeouts (most give up at 60 s).
+
+A tool registered with `long_running=True` runs as a job in a process of its own
+(`trainsleuth.server.jobrunner`), so it survives the call and the server that started it (a
+per-call server of `trainsleuth client call` included). The call waits up to `call_wait_s`
+(40 s by default; less with the tool's own `wait_s`, at once with `background`), relaying the
+job's progress as MCP progress notifications. Finished in time, the call returns the tool's own
+result; else it returns the job id and how to fetch the result with `get_job`.
+
+While the call waits, it is the job's *waiter*: a call that is cancelled, or whose server dies
+(a client that disconnected), cancels the job, which kills its processes and removes its
+worktrees at once. Once the call has returned the job id, the job goes on alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+from mcp_types import CallToolResult
+from pydantic import BaseModel
+
+from trainsleuth.server.context import ServerConfig
+from trainsleuth.server.results import build_result, error_result
+from trainsleuth.tools.jobs import (
+    CANCELLED,
+    FAILED,
+    INTERRUPTED,
+    SUCCEEDED,
+    JobManager,
+    JobRecord,
+    manager_for,
+)
+
+if TYPE_CHECKING:
+    from trainsleuth.server.registry import RegisteredTool, ToolCall
+
+log = logging.getLogger("trainsleuth")
+
+RUNNER_MODULE = "trainsleuth.server.jobrunner"
+POLL_S = 0.2
+# With background=true the call still waits this long for the job's first step, so that bad
+# arguments (an unknown ref, a refused interpreter) are reported by the call itself.
+BACKGROUND_START_S = 5.0
+
+
+# ---------------------------------------------------------------------------- configuration for the runner
+
+
+def config_to_json(config: ServerConfig) -> dict[str, Any]:
+    def plain(value: Any) -> Any:
+        if isinstance(value, Path):
+            return str(value)
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    return {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+
+
+def config_from_json(data: dict[str, Any]) -> ServerConfig:
+    """Rebuild the server's configuration in the job process (paths back to Path)."""
+    defaults = ServerConfig()
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(ServerConfig):
+        if f.name not in data:
+            continue
+        value, example = data[f.name], getattr(defaults, f.name)
+        path_typed = "Path" in str(f.type)
+        if path_typed and isinstance(value, list):
+            value = [Path(v) for v in value]
+        elif path_typed and isinstance(value, str):
+            value = Path(value)
+        elif isinstance(example, tuple) and isinstance(value, list):
+            value = tuple(value)
+        values[f.name] = value
+    return ServerConfig(**values)
+
+
+def ref_of(obj: Any) -> str:
+    return f"{obj.__module__}:{obj.__qualname__}"
+
+
+def load_ref(ref: str) -> Any:
+    import importlib
+
+    module, _, qualname = ref.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+# ---------------------------------------------------------------------------- the waiting call
+
+
+async def run_as_job(tool: RegisteredTool[Any, Any], args: BaseModel, call: ToolCall) -> CallToolResult:
+    ctx = call.ctx
+    assert tool.handler is not None
+    params = {
+        "tool": tool.name,
+        "handler": ref_of(tool.handler),
+        "input_model": ref_of(tool.input_model),
+        "args": args.model_dump(mode="json"),
+        "outside_reads": call.outside_reads,
+        "config": config_to_json(ctx.config),
+    }
+    mgr = await anyio.to_thread.run_sync(lambda: manager_for(ctx.store))
+    argv = [*_runner_argv(), str(ctx.state_path)]
+    rec = await anyio.to_thread.run_sync(
+        lambda: mgr.spawn(tool.name, argv, title=_title(tool.name, args), params=params, cwd=ctx.workspace)
+    )
+    wait_s = min(float(getattr(args, "wait_s", ctx.config.call_wait_s)), ctx.config.call_wait_s)
+    background = bool(getattr(args, "background", False))
+    if background:
+        wait_s = min(wait_s, BACKGROUND_START_S)
+    try:
+        rec = await wait_for(mgr, rec.id, wait_s, call, until_started=background)
+    except anyio.get_cancelled_exc_class():
+        # The client gave up on this call (or went away): stop the job and clean up at once.
+        mgr.request_cancel(rec.id)
+        raise
+    if rec.finished:
+        return job_result(rec, ctx.workspace_files, ctx.config, wrap=False)
+    await anyio.to_thread.run_sync(lambda: mgr.set_waiter(rec.id, False))
+    return pending_result(rec, waited=wait_s, background=background)
+
+
+def _runner_argv() -> list[str]:
+    from trainsleuth.tools.jobs import runner_argv
+
+    return runner_argv(RUNNER_MODULE)
+
+
+def _title(tool: str, args: BaseModel) -> str:
+    data = {k: v for k, v in args.model_dump(mode="json").items() if v not in (None, [], {}, "")}
+    text = json.dumps(data, default=str)
+    return f"{tool} {text[:200]}"
+
+
+async def wait_for(
+    mgr: JobManager, job_id: str, wait_s: float, call: ToolCall, *, until_started: bool = False
+) -> JobRecord:
+    """Wait for the job to finish (or `wait_s`), relaying each new progress step to the client."""
+    deadline = time.monotonic() + max(0.0, wait_s)
+    last_seq = 0
+    while True:
+        rec = await anyio.to_thread.run_sync(lambda: mgr.refresh(job_id))
+        steps = await anyio.to_thread.run_sync(mgr.progress_since, job_id, last_seq)
+        for seq, done, total, message in steps:  # every step, however fast they came
+            last_seq = seq
+            await call.aprogress(done, total, f"{message} (job {job_id})")
+        if rec.finished or time.monotonic() >= deadline:
+            return rec
+        if until_started and last_seq > 0:
+            return rec
+        await anyio.sleep(POLL_S)
+
+
+# ---------------------------------------------------------------------------- results of jobs
+
+
+def job_fields(rec: JobRecord) -> dict[str, Any]:
+    return {
+        "job_id": rec.id,
+        "kind": rec.kind,
+        "status": rec.status,
+        "progress_done": rec.progress_done,
+        "progress_total": rec.progress_total,
+        "progress_message": rec.progress_message,
+        "created_at": rec.created_at,
+        "finished_at": rec.finished_at,
+    }
+
+
+def job_result(rec: JobRecord, state_dir: Path, config: ServerConfig, *, wrap: bool) -> CallToolResult:
+    """A finished job as a tool result: the tool's own result (wrap=False, for the call that
+    started it) or the job's record with the result inside (wrap=True, for get_job)."""
+    if rec.status != SUCCEEDED:
+        return error_result(_failure_text(rec), rec.next_step or "start the job again")
+    rendered = rec.rendered or {}
+    result = rec.result or {}
+    text = rendered.get("text") or json.dumps(result, indent=2)
+    if wrap:
+        structured: dict[str, Any] = {**job_fields(rec), "result": result}
+        text = f"{rec.kind} job {rec.id}: succeeded\n{text}"
+    else:
+        structured = {**result, "job_id": rec.id, "status": rec.status}
+    return build_result(
+        rec.kind,
+        structured,
+        text,
+        list(rendered.get("images") or []),
+        state_dir=state_dir,
+        max_text_chars=config.max_text_chars,
+        max_structured_chars=config.max_structured_chars,
+    )
+
+
+def _failure_text(rec: JobRecord) -> str:
+    what = {FAILED: "failed", CANCELLED: "was cancelled", INTERRUPTED: "was interrupted"}.get(
+        rec.status, rec.status
+    )
+    detail = rec.error or ""
+    if rec.status == FAILED and rec.params.get("tool"):
+        return detail or f"{rec.kind} failed (job {rec.id})"
+    return f"{rec.kind} {what} (job {rec.id}){': ' + detail if detail else ''}"
+
+
+def pending_note(rec: JobRecord) -> str:
+    return (
+        f"call get_job(job_id={rec.id!r}, wait_s=40) for the result (repeat while it runs), "
+        f"or cancel_job(job_id={rec.id!r}) to stop it"
+    )
+
+
+def step_text(rec: JobRecord) -> str:
+    total = f" of about {rec.progress_total:g}" if rec.progress_total else ""
+    return f"step {rec.progress_done:g}{total}: {rec.progress_message or 'starting'}"
+
+
+def pending_result(rec: JobRecord, *, waited: float, background: bool) -> CallToolResult:
+    from mcp_types import TextContent
+
+    why = "started in the background" if background else f"still running after {waited:g} s"
+    text = (
+        f"{rec.kind} is {why} as job {rec.id} ({step_text(rec)}). It goes on without this call: "
+        + pending_note(rec)
+        + "."
+    )
+    structured = {**job_fields(rec), "next_step": pending_note(rec)}
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+__all__ = ["config_from_json", "config_to_json", "job_result", "pending_result", "run_as_job", "wait_for"]

@@ -1,0 +1,93 @@
+"""Tensor helpers of the probe: walking nested outputs, finiteness, finding the loss. Torch only."""
+
+import dataclasses
+
+import torch
+
+
+def iter_tensors(obj, depth=0):
+    """Every tensor in a (nested) structure: tensors, lists, tuples, dicts, dataclasses, HF-style outputs."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+        return
+    if depth > 5 or obj is None or isinstance(obj, (str, bytes, int, float, bool)):
+        return
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from iter_tensors(v, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj[:256]:
+            yield from iter_tensors(v, depth + 1)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for fld in dataclasses.fields(obj):
+            yield from iter_tensors(getattr(obj, fld.name, None), depth + 1)
+
+
+def float_tensors(obj):
+    for t in iter_tensors(obj):
+        if t.is_floating_point() or t.is_complex():
+            yield t
+
+
+def tensor_finite(t):
+    """True when every element is finite. A finite sum proves it in one cheap pass."""
+    with torch.no_grad():
+        if t.numel() == 0:
+            return True
+        if bool(torch.isfinite(t.detach().sum())):
+            return True
+        return bool(torch.isfinite(t.detach()).all())
+
+
+def version(t):
+    try:
+        return t._version
+    except Exception:
+        return -1
+
+
+def extract_loss(output):
+    """`.loss`, `["loss"]`, a scalar output, or the one scalar that needs grad in a tuple
+    (nanoGPT's `logits, loss = model(x, y)`); None when there is none."""
+    loss = getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss
+    if isinstance(output, dict) and isinstance(output.get("loss"), torch.Tensor):
+        return output["loss"]
+    if isinstance(output, torch.Tensor) and output.numel() == 1:
+        return output
+    if isinstance(output, tuple) and 1 < len(output) <= 4:
+        scalars = [
+            t for t in output if isinstance(t, torch.Tensor) and t.numel() == 1 and t.is_floating_point()
+        ]
+        if len(scalars) == 1:
+            return scalars[0]
+    return None
+
+
+def leaf_paths(obj, path=(), depth=0):
+    """(path, tensor) for every tensor of a batch: paths are tuples of keys/indices."""
+    if isinstance(obj, torch.Tensor):
+        yield path, obj
+        return
+    if depth > 5:
+        return
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from leaf_paths(v, (*path, k), depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj[:256]):
+            yield from leaf_paths(v, (*path, i), depth + 1)
+
+
+def get_path(obj, path):
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
+def storage_ptr(t):
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return None
