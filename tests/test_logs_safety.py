@@ -79,6 +79,13 @@ async def test_server_skips_symlinks_leading_out_of_the_workspace(workspace: Pat
             "analyze_training_log", {"path": "run/train.log", "roles": {"loss": "loss"}}
         )
         assert fixed.structured_content["parse"]["user_roles"] == {"loss": "loss"}  # type: ignore[index]
+        # extract_metrics' format is a plain string in the schema (tools/list budget) but still checked
+        wrong = await client.call_tool("extract_metrics", {"path": "run/train.log", "format": "bogus"})
+        assert wrong.is_error and "format" in wrong.content[0].text and "megatron" in wrong.content[0].text
+        ok = await client.call_tool(
+            "extract_metrics", {"path": "run/train.log", "format": "keyvalue", "roles": {"loss": "loss"}}
+        )
+        assert not ok.is_error and [s["name"] for s in ok.structured_content["series"]] == ["loss"]  # type: ignore[index]
 
 
 @pytest.mark.parametrize(

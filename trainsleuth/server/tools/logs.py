@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from trainsleuth.server.registry import (
     AnalysisInput,
@@ -28,9 +28,7 @@ FormatName = Literal[
 class AnalyzeLogInput(AnalysisInput):
     path: ReadPath
     format: FormatName = "auto"
-    roles: dict[str, str] | None = Field(
-        default=None, description='Fix the reading: {"loss": "trl", "step": "s"}.'
-    )
+    roles: dict[str, str] | None = None
     plot: bool = False
     min_severity: Literal["info", "warning", "error"] = "info"
     cursor: str | None = None
@@ -95,10 +93,17 @@ class ExtractInput(AnalysisInput):
     max_points: int = Field(default=500, ge=2, le=5000, description="Per series.")
     step_min: float | None = None
     step_max: float | None = None
-    format: FormatName = "auto"
-    roles: dict[str, str] | None = Field(default=None, description="As for analyze_training_log.")
+    format: str = "auto"  # as for analyze_training_log; a plain string keeps tools/list within budget
+    roles: dict[str, str] | None = None
     cursor: str | None = None
     limit: int = Field(default=10, ge=1, le=50, description="Series per page.")
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in get_args(FormatName):
+            raise ValueError("one of " + ", ".join(get_args(FormatName)))
+        return value
 
 
 class ExtractOutput(AnalysisOutput):
@@ -231,7 +236,7 @@ def register(registry: ToolRegistry) -> None:
         analyze_handler,
         input_model=AnalyzeLogInput,
         output_model=AnalyzeLogOutput,
-        description="Investigating: read any training log or run folder; verdict, spikes, NaNs, plateaus, errors.",
+        description="Investigating: read any training log or run folder; spikes, NaNs, plateaus, errors.",
         title="Analyze training log",
         read_only=False,
         destructive=False,
