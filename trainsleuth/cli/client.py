@@ -91,6 +91,12 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--url", default=None, help="run against this streamable-HTTP server instead")
     run.add_argument("--token", default=None, help="bearer token for --url (discouraged: `ps` shows it)")
     run.add_argument("--token-file", default=None, metavar="FILE", help="read the bearer token from FILE")
+    run.add_argument(
+        "--workspace",
+        default=None,
+        metavar="PATH",
+        help="the workspace the default server serves and write/shell steps act in (default: the playbook's folder)",
+    )
     run.set_defaults(func=run_playbook_cmd)
     tools = csub.add_parser("tools", help="list the server's tools")
     tools.add_argument(
@@ -359,7 +365,8 @@ def run_playbook_cmd(args: argparse.Namespace) -> int:
 
     try:
         token = url_token(args.url, args.token, args.token_file) if args.url else None
-        playbook = load_playbook(Path(args.playbook), url=args.url, token=token)
+        workspace = Path(args.workspace) if args.workspace else None
+        playbook = load_playbook(Path(args.playbook), url=args.url, token=token, workspace=workspace)
     except UsageError as exc:
         return _fail("usage", exc)
 
@@ -367,7 +374,8 @@ def run_playbook_cmd(args: argparse.Namespace) -> int:
         if args.json:
             return
         status = "ERROR" if step.is_error and step.failures else ("FAIL" if step.failures else "ok")
-        print(f"[{status}] {step.name} ({step.kind} {step.target})")
+        target = step.target if len(step.target) <= 80 else step.target[:77] + "..."
+        print(f"[{status}] {step.name} ({step.kind} {target}, {step.seconds:.1f}s)", flush=True)
         for failure in step.failures:
             print(f"    - {failure}")
 

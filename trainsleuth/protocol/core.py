@@ -323,8 +323,8 @@ class ProtocolCore:
         inv["pathway"] = "full"
         self.notices.append(
             f"investigation {inv['id']} switched from the quick pathway to the full protocol: {reason}; "
-            "a new diagnosis now needs ranked hypotheses, tested one at a time (or a bisect and a finding "
-            "that settle the question)"
+            "a new diagnosis now needs ranked hypotheses, tested one at a time (or evidence that settles the "
+            "question: a bisect and a finding, or a localised error found by running the code)"
         )
         inv["data"]["escalation"] = {"at": self.clock(), "at_iso": iso(self.clock()), "reason": reason}
         self._event(
@@ -351,8 +351,8 @@ class ProtocolCore:
                 )
             return (
                 "investigate and compare with what works (analysis tools record their results here), then "
-                "propose_hypotheses (3-5, ranked); a bisect plus a finding that settle it may go straight "
-                "to submit_diagnosis"
+                "propose_hypotheses (3-5, ranked); a bisect plus a finding, or an error a tool found by running "
+                "your code that names where, may go straight to submit_diagnosis"
             )
         if phase == HYPOTHESES:
             return self._hypotheses_step(conn, inv)
