@@ -16,6 +16,9 @@ from benchmarks.agent.build import CASES, build_case, case_names
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # One intra-op thread per training process: beside a second pytest worker, torch's default thread
+    # pool spins against it and a small GRU runs 30x slower.
+    env["OMP_NUM_THREADS"] = "1"
     return env
 
 

@@ -260,6 +260,11 @@ def check_expectations(step: StepResult, expect: Mapping[str, Any]) -> list[str]
             failures.append(f"[{item['severity']}] {item.get('code')}{where}: {item.get('message', '')}")
         if len(bad) > 20:
             failures.append(f"... and {len(bad) - 20} more at or above {level}")
+        if isinstance(step.structured, Mapping) and step.structured.get("verdict") == "not_understood":
+            # a log analysis that recognised no loss judged nothing: never a pass
+            failures.append(
+                "verdict not_understood: nothing was judged (map the keys with roles, e.g. loss=KEY)"
+            )
     for path, value in (expect.get("equals") or {}).items():
         got = lookup(step.structured, str(path))
         if got is _MISSING:
