@@ -77,3 +77,60 @@ async def test_tolerance_is_honoured_and_contract_errors_are_explained(workspace
         assert "'model'" in r.content[0].text and "Next step" in r.content[0].text
         r = await client.call_tool("compare_precision", {"entrypoint": "broken.py:entry", "dtypes": ["fp8"]})
         assert r.is_error
+
+
+BETWEEN_MODULES = """\
+import torch
+from torch import nn
+
+
+class Motion(nn.Module):
+    def __init__(self, subtract_first):
+        super().__init__()
+        self.subtract_first = subtract_first
+        self.position = nn.Linear(2, 32)
+        self.head = nn.Sequential(nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 2))
+
+    def forward(self, prev, cur):
+        if self.subtract_first:
+            return self.head(self.position(cur - prev))
+        return self.head(self.position(cur) - self.position(prev))  # the bf16 outputs cancel
+
+
+def make(subtract_first=False):
+    torch.manual_seed(0)
+    start = 2000 + 4000 * torch.rand(64, 2)
+    velocity = 6 * torch.rand(64, 2) - 3
+    batch = {"prev": start, "cur": start + velocity, "vel": velocity}
+
+    def loss_fn(m, b):
+        return nn.functional.mse_loss(m(b["prev"], b["cur"]).float(), b["vel"])
+
+    return {"model": Motion(subtract_first), "batch": batch, "loss_fn": loss_fn}
+
+
+def fixed():
+    return make(subtract_first=True)
+"""
+
+
+@pytest.mark.anyio
+async def test_error_made_between_modules_is_placed_in_the_parents_forward(workspace: Path) -> None:
+    """The agent benchmark's bf16_motion: `position(cur) - position(prev)` cancels in bf16. Every module's
+    own output is within tolerance until the head, whose input is already wrong: the finding names the
+    forward the subtraction is in and the measured cancellation, not the head (which would be blamed
+    by module outputs alone)."""
+    (workspace / "motion.py").write_text(BETWEEN_MODULES)
+    result = await _compare(workspace, {"entrypoint": "motion.py:make", "dtypes": ["bf16"]})
+    assert not result.is_error, result.content[0].text
+    (f,) = result.structured_content["findings"]
+    assert f["code"] == "precision_mismatch" and f["severity"] == "error"
+    assert f["module"] == "<model>"
+    ev = f["evidence"]
+    assert ev["arises_in"] == "<model>" and ev["first_affected_module"] == "head.0"
+    assert ev["previous_module"] == "position" and ev["previous_output_rel_error"] < 0.05
+    assert ev["input_rel_error"] > 0.5 and ev["cancellation"] is True
+    assert ev["previous_output_norm_fp32"] > 100 * ev["input_norm_fp32"]
+    assert "Motion.forward (`<model>`)" in f["message"] and "not by head.0" in f["message"]
+    healthy = await _compare(workspace, {"entrypoint": "motion.py:fixed", "dtypes": ["bf16"]})
+    assert healthy.structured_content["findings"] == [], healthy.content[0].text

@@ -95,6 +95,63 @@ def _num(x: Any) -> float | None:
     return float(x)
 
 
+def _common_ancestor(a: str, b: str) -> str:
+    """The innermost module whose forward calls both `a` and `b` ("<model>" for the root)."""
+    pa, pb = a.split("."), b.split(".")
+    shared: list[str] = []
+    for x, y in zip(pa[:-1], pb[:-1], strict=False):
+        if x != y:
+            break
+        shared.append(x)
+    return ".".join(shared) or "<model>"
+
+
+def _between_modules(
+    first_out: tuple[dict[str, Any], dict[str, Any] | None], rows: list[dict[str, Any]], tol: float
+) -> dict[str, Any] | None:
+    """When the first module beyond tolerance already receives an input beyond it while the module
+    before it was within, the error is made by code between modules (a functional op in a parent's
+    forward, e.g. a subtraction of two large low-precision results), not by that module: name the
+    forward it is in, and measure the cancellation (the input far smaller than the output before it)."""
+    row, prev = first_out
+    in_rel = _num(row.get("input_rel_error"))
+    if in_rel is None or in_rel <= tol or prev is None:
+        return None
+    prev_rel = _num(prev.get("output_rel_error"))
+    if prev_rel is None or prev_rel > tol:
+        return None
+    parent = _common_ancestor(prev["module"], row["module"])
+    kind = next((r.get("type") for r in rows if r.get("module") == parent), None)
+    where = f"{kind}.forward (`{parent}`)" if kind else f"the forward of `{parent}`"
+    prev_norm, in_norm = _num(prev.get("output_norm_fp32")), _num(row.get("input_norm_fp32"))
+    shrink = prev_norm / in_norm if prev_norm and in_norm and math.isfinite(prev_norm) else None
+    cancels = shrink is not None and shrink >= 10
+    message = (
+        f"the input of {row['module']} ({row.get('type')}) already departs from fp32 by relative {_fmt(in_rel)} "
+        f"(tolerance {tol:g}) while the output of {prev['module']} before it was within {_fmt(prev_rel)}: the "
+        f"error is made between modules, by code in {where}, not by {row['module']}"
+        + (
+            f". That input is {shrink:.0f} times smaller in norm than {prev['module']}'s output ({_fmt(in_norm)} "
+            f"against {_fmt(prev_norm)}): large low-precision values cancel (e.g. a difference of two "
+            "projections). Subtract before the low-precision op, or compute it in fp32"
+            if cancels
+            else ". Run that code in fp32 (autocast(enabled=False) around it, or upcast its operands)"
+        )
+    )
+    evidence = {
+        "arises_in": parent,
+        "first_affected_module": row["module"],
+        "input_rel_error": row.get("input_rel_error"),
+        "input_norm_fp32": row.get("input_norm_fp32"),
+        "output_rel_error": row.get("output_rel_error"),
+        "previous_module": prev["module"],
+        "previous_output_rel_error": prev.get("output_rel_error"),
+        "previous_output_norm_fp32": prev.get("output_norm_fp32"),
+        "cancellation": cancels,
+    }
+    return {"module": parent, "rel": in_rel, "message": message, "evidence": evidence}
+
+
 def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float]) -> PrecisionReport:
     report = PrecisionReport(
         entrypoint=entrypoint,
@@ -152,7 +209,19 @@ def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float
             "loss_low": res.get("loss_low"),
             "loss_rel_error": res.get("loss_rel_error"),
         }
-        if first_out is not None:
+        between = _between_modules(first_out, res.get("modules") or [], tol) if first_out else None
+        if first_out is not None and between is not None:
+            findings.append(
+                Finding(
+                    code="precision_mismatch",
+                    severity="error" if between["rel"] > 10 * tol else "warning",
+                    message=f"under {dtype} autocast {between['message']}",
+                    module=between["module"],
+                    evidence={**common_evidence, **between["evidence"]},
+                    failure_modes=failure_modes_for("precision_mismatch"),
+                )
+            )
+        elif first_out is not None:
             row, prev = first_out
             rel = _num(row.get("output_rel_error")) or 0.0
             findings.append(

@@ -78,6 +78,7 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
         opt.load_state_dict(opt_state)
     model.zero_grad(set_to_none=True)
     outputs: dict = {}
+    inputs: dict = {}  # each module's first floating-point input, to see error made between modules
     order = []
     grads: dict = {}
     handles = []
@@ -95,6 +96,9 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
                 outputs[name] = None
                 return
             outputs[name] = t.detach().to("cpu", torch.float32).clone()
+            x = _first_tensor(tuple(_inp), torch)
+            if x is not None and x.is_floating_point() and x.numel() <= MAX_ELEMENTS:
+                inputs[name] = x.detach().to("cpu", torch.float32).clone()
 
         return hook
 
@@ -128,7 +132,14 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
         for h in handles:
             h.remove()
     loss_value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
-    return {"loss": loss_value, "outputs": outputs, "order": order, "grads": grads, "types": types}
+    return {
+        "loss": loss_value,
+        "outputs": outputs,
+        "inputs": inputs,
+        "order": order,
+        "grads": grads,
+        "types": types,
+    }
 
 
 def compare(torch, ref, low, model):
@@ -139,16 +150,19 @@ def compare(torch, ref, low, model):
         if a is None or b is None:
             continue
         max_abs, rel = common.rel_error(b, a)
-        rows.append(
-            {
-                "module": name,
-                "type": ref["types"].get(name),
-                "output_rel_error": common.jsonable(rel),
-                "output_max_abs_error": common.jsonable(max_abs),
-                "output_norm_fp32": common.jsonable(a.double().norm()),
-                "nonfinite_low": bool(not torch.isfinite(b).all()),
-            }
-        )
+        row = {
+            "module": name,
+            "type": ref["types"].get(name),
+            "output_rel_error": common.jsonable(rel),
+            "output_max_abs_error": common.jsonable(max_abs),
+            "output_norm_fp32": common.jsonable(a.double().norm()),
+            "nonfinite_low": bool(not torch.isfinite(b).all()),
+        }
+        xa, xb = ref["inputs"].get(name), low["inputs"].get(name)
+        if xa is not None and xb is not None:
+            row["input_rel_error"] = common.jsonable(common.rel_error(xb, xa)[1])
+            row["input_norm_fp32"] = common.jsonable(xa.double().norm())
+        rows.append(row)
     # gradients grouped by the module that owns the parameter directly
     by_module: dict = {}
     for pname, _p in model.named_parameters():
