@@ -180,6 +180,7 @@ CODE_LINKS: dict[str, list[str]] = {
         "resume-data-position",
         "checkpoint-key-mismatch",
     ],
+    "lr_warmup_unfinished": ["lr-schedule-misconfigured", "lr-too-low"],
 }
 
 

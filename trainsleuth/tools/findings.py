@@ -71,6 +71,8 @@ EXTRA_CODES: set[str] = {
     # compare_runs / check_resume (issue 20)
     "run_divergence",
     "resume_not_restored",
+    # analyze_training_log: the learning-rate schedule (issue 22 item 7, the agent benchmark's warmup_schedule)
+    "lr_warmup_unfinished",
 }
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}

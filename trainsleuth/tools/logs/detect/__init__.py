@@ -17,6 +17,7 @@ from trainsleuth.tools.logs.detect.loss import detect_loss
 from trainsleuth.tools.logs.detect.overfit import detect_overfitting
 from trainsleuth.tools.logs.detect.precision import detect_loss_scale, detect_skipped, skip_intervals
 from trainsleuth.tools.logs.detect.progress import plateau, val_stall
+from trainsleuth.tools.logs.detect.schedule import detect_unfinished_warmup
 from trainsleuth.tools.logs.detect.throughput import detect_throughput
 from trainsleuth.tools.logs.detect.values import detect_constant, detect_nonfinite
 from trainsleuth.tools.logs.errors import KIND_TEXT, ErrorScanner
@@ -53,6 +54,10 @@ def detect_all(
         events += grad_findings(s, spikes, loss_spikes)
     for s in series:
         f = detect_constant(s)
+        if f:
+            events.append(f)
+    for s in by_role.get("lr", []):
+        f = detect_unfinished_warmup(s)
         if f:
             events.append(f)
     trains = [s for s in losses if s.role != "val_loss"]
