@@ -63,10 +63,14 @@ def _free_port() -> int:
 
 
 def case_env(state_dir: Path) -> dict[str, str]:
-    """This interpreter's folder first on PATH (the user's `python` has torch), a private state."""
+    """This interpreter's folder first on PATH (the user's `python` has torch), a private state, one
+    intra-op thread."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["TRAINSLEUTH_STATE_DIR"] = str(state_dir)
+    # One intra-op thread per training process: beside a second pytest worker on 2 cores, torch's
+    # default thread pool spins against it and small models run many times slower.
+    env["OMP_NUM_THREADS"] = "1"
     env["CHECK_PORT"] = str(_free_port())  # ddp_frozen_features' check.sh: torchrun's rendezvous port
     env.pop("TRAINSLEUTH_TOKEN", None)
     return env
