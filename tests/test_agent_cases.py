@@ -20,7 +20,9 @@ def test_there_are_seven_cases_of_different_classes() -> None:
 
 
 @pytest.mark.parametrize("name", case_names())
-def test_each_case_builds_as_a_repository_with_history_and_an_untracked_reproducer(name: str, tmp_path: Path) -> None:
+def test_each_case_builds_as_a_repository_with_history_and_an_untracked_reproducer(
+    name: str, tmp_path: Path
+) -> None:
     """That check.sh fails on the built repo and passes with fix.patch is proven by the case's playbook
     (tests/test_agent_playbooks.py): submit_diagnosis runs it unfixed, verify_fix after the patch."""
     repo = build_case(name, tmp_path / name)

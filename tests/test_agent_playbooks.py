@@ -93,5 +93,7 @@ def test_playbook_resolves_the_case_with_few_protocol_calls(name: str, tmp_path:
     assert len(run.protocol) <= GOAL, run.protocol
     by_tool = {s.get("tool"): s for s in run.steps if s.get("tool")}
     reproduction = by_tool["submit_diagnosis"]["structured"]["diagnosis"]["reproduction"]
-    assert reproduction["exit_code"] == 1 and not reproduction["timed_out"], reproduction  # check.sh fails unfixed
+    assert reproduction["exit_code"] == 1 and not reproduction["timed_out"], (
+        reproduction
+    )  # check.sh fails unfixed
     assert by_tool["verify_fix"]["structured"]["passed"] is True  # ... and passes with fix.patch

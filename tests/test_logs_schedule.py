@@ -60,7 +60,9 @@ def test_warmup_into_a_constant_rate_and_a_log_of_one_value_are_quiet(tmp_path: 
 def test_a_healthy_warmup_printed_with_rounding_is_quiet(tmp_path: Path) -> None:
     # llm.c's format, 6 decimals: a per-step warmup logged before it ends repeats values by rounding
     path = tmp_path / "llmc.log"
-    path.write_text("".join(f"s:{i} trl:{10 - i / 100:.4f} lr:{6e-4 * (i + 1) / 700:.6f}\n" for i in range(261)))
+    path.write_text(
+        "".join(f"s:{i} trl:{10 - i / 100:.4f} lr:{6e-4 * (i + 1) / 700:.6f}\n" for i in range(261))
+    )
     report = analyze(path)
     assert report.roles["lr"] == ["lr"]  # the lr column was read, and judged quiet
     assert not [e for e in report.events if e.code == "lr_warmup_unfinished"]

@@ -18,6 +18,7 @@ Torch only.
 import math
 import os
 import sys
+from types import FrameType  # noqa: F401  (type comment)
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -91,7 +92,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def _user_site():
     """'file.py:line in function' of the innermost caller outside torch and the probe: the user's line."""
-    frame = sys._getframe(1)
+    frame = sys._getframe(1)  # type: FrameType | None
     while frame is not None:
         name = os.path.abspath(frame.f_code.co_filename)
         if not name.startswith((_TORCH_DIR, _HERE)) and not name.startswith("<"):

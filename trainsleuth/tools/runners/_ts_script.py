@@ -106,7 +106,7 @@ def _profiler(state):
             values = [frame.f_locals.get(n) for n in names]
             if any(_tensor(v) and _select(output, v) is not None for v in values):
                 positional = values[: code.co_argcount]
-                keywords = dict(zip(names[code.co_argcount :], values[code.co_argcount :]))
+                keywords = dict(zip(names[code.co_argcount :], values[code.co_argcount :], strict=True))
                 state.pending[frame] = (code, positional, keywords)
         elif event == "return" and frame in state.pending:
             code, positional, keywords = state.pending.pop(frame)

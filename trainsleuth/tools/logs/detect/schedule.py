@@ -10,6 +10,7 @@ repeats a value only by its printed rounding (small steps between repeats): it s
 
 from __future__ import annotations
 
+import itertools
 from statistics import median
 
 from trainsleuth.tools.findings import Finding
@@ -42,7 +43,7 @@ def detect_unfinished_warmup(s: Series) -> Finding | None:
     jumps = [vals[i] / vals[i - 1] - 1 for i in rises]
     if median(jumps) < MIN_JUMP:
         return None  # small steps between repeats: a value's printed rounding, not held levels
-    gaps = [steps[b] - steps[a] for a, b in zip(rises, rises[1:], strict=False)]
+    gaps = [steps[b] - steps[a] for a, b in itertools.pairwise(rises)]
     every = median(gaps) if gaps else None
     return finding(
         "lr_warmup_unfinished",
@@ -50,7 +51,8 @@ def detect_unfinished_warmup(s: Series) -> Finding | None:
         f"{s.name} rises from {r6(vals[0])} to {r6(vals[-1])} over the whole log (steps {as_step(steps[0])}-"
         f"{as_step(steps[-1])}) and is still rising at its last records: if the run ended here, it never "
         f"left its warmup and trained at a fraction of its peak rate. It rises in steps held across records, "
-        f"{changes} changes in {n} records" + (f" (every {as_step(every)} steps)" if every else "")
+        f"{changes} changes in {n} records"
+        + (f" (every {as_step(every)} steps)" if every else "")
         + ": the schedule is stepped less often than the optimizer (a per-step warmup stepped once per "
         "epoch?) or its warmup is longer than the run.",
         step=steps[rises[-1]],
