@@ -14,7 +14,11 @@ TRAINSLEUTH = str(Path(sys.executable).with_name("trainsleuth"))
 
 def cli(ws: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [TRAINSLEUTH, "client", *argv, "--workspace", str(ws)], capture_output=True, text=True, timeout=120, cwd=ws
+        [TRAINSLEUTH, "client", *argv, "--workspace", str(ws)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ws,
     )
 
 

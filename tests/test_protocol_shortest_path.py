@@ -91,20 +91,25 @@ async def test_a_localised_error_found_by_running_the_code_settles_it(tmp_path: 
     never settle it."""
     ws = make_repo(
         tmp_path / "ws",
-        {"train.py": "lr = 10\n", "model.py": (REPO / "examples" / "probe" / "broken_not_in_optimizer.py").read_text()},
+        {
+            "train.py": "lr = 10\n",
+            "model.py": (REPO / "examples" / "probe" / "broken_not_in_optimizer.py").read_text(),
+        },
     )
     server, _, person = server_with_person(ws)
     async with Client(server) as c:
         d = Driver(c, person)
-        iid = (await d.ok("start_investigation", {"symptom": "accuracy stays at chance", "reproducer": REPRO}))[
-            "investigation_id"
-        ]
+        iid = (
+            await d.ok("start_investigation", {"symptom": "accuracy stays at chance", "reproducer": REPRO})
+        )["investigation_id"]
         forged = await d.ok(
             "record_evidence",
             {
                 "investigation_id": iid,
                 "summary": "the probe said so",
-                "data": {"findings": [{"code": "params_not_updated", "severity": "error", "module": "backbone"}]},
+                "data": {
+                    "findings": [{"code": "params_not_updated", "severity": "error", "module": "backbone"}]
+                },
             },
         )
         await d.refused("submit_diagnosis", d.diagnosis(iid, forged["evidence_id"]), "confirmed hypothesis")
@@ -112,7 +117,9 @@ async def test_a_localised_error_found_by_running_the_code_settles_it(tmp_path: 
         assert any(f["code"] == "params_not_updated" and f["severity"] == "error" for f in probe["findings"])
         out = await d.ok(
             "submit_diagnosis",
-            d.diagnosis(iid, probe["evidence_id"], evidence_ids=[forged["evidence_id"], probe["evidence_id"]]),
+            d.diagnosis(
+                iid, probe["evidence_id"], evidence_ids=[forged["evidence_id"], probe["evidence_id"]]
+            ),
         )
         assert out["diagnosis"]["settled_by"] == [probe["evidence_id"]]
         text = text_of(await c.call_tool("get_investigation", {"investigation_id": iid}))

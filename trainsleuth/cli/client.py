@@ -375,7 +375,7 @@ def run_describe(args: argparse.Namespace) -> int:
                     t.get("description") or "",
                     t.get("inputSchema") or {},
                     t.get("annotations") or {},
-                )  # fmt: skip
+                )
                 for t in chosen
             )
         )

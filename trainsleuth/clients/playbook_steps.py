@@ -48,7 +48,9 @@ def check_dialog(index: int, dialog: Any) -> dict[str, Any]:
         raise PlaybookStepError(f"step {index}: 'dialog' must be a mapping with stand_in, action, answer")
     unknown = set(dialog) - DIALOG_KEYS
     if unknown:
-        raise PlaybookStepError(f"step {index}: unknown dialog key(s) {sorted(unknown)}; known: {sorted(DIALOG_KEYS)}")
+        raise PlaybookStepError(
+            f"step {index}: unknown dialog key(s) {sorted(unknown)}; known: {sorted(DIALOG_KEYS)}"
+        )
     stand_in = str(dialog.get("stand_in") or "").strip()
     if not stand_in:
         raise PlaybookStepError(
@@ -134,7 +136,11 @@ def run_shell(
         )
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or "") if isinstance(exc.stdout, str) else ""
-        return True, f"timed out after {exc.timeout:g} s\n{out[-OUTPUT_TAIL:]}", {"exit_code": None, "timed_out": True}
+        return (
+            True,
+            f"timed out after {exc.timeout:g} s\n{out[-OUTPUT_TAIL:]}",
+            {"exit_code": None, "timed_out": True},
+        )
     output = (proc.stdout + proc.stderr)[-OUTPUT_TAIL:]
     data = {"exit_code": proc.returncode, "timed_out": False, "seconds": round(time.monotonic() - started, 3)}
     return proc.returncode != 0, output, data
@@ -145,6 +151,10 @@ def pending_job(structured: Any) -> str | None:
     if not isinstance(structured, Mapping):
         return None
     job_id, status = structured.get("job_id"), structured.get("status")
-    if isinstance(job_id, str) and status in ("queued", "running") and "get_job" in str(structured.get("next_step", "")):
+    if (
+        isinstance(job_id, str)
+        and status in ("queued", "running")
+        and "get_job" in str(structured.get("next_step", ""))
+    ):
         return job_id
     return None

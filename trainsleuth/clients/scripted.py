@@ -353,7 +353,9 @@ def load_playbook(
         raise UsageError(f"the playbook {path} needs a non-empty 'steps' list")
     unknown_top = set(data) - {"server", "steps", "description"}
     if unknown_top:
-        raise UsageError(f"the playbook {path}: unknown key(s) {sorted(unknown_top)}; known: description, server, steps")
+        raise UsageError(
+            f"the playbook {path}: unknown key(s) {sorted(unknown_top)}; known: description, server, steps"
+        )
     base = path.parent.absolute()
     if workspace is not None and not workspace.is_dir():
         raise UsageError(f"--workspace {workspace} is not an existing directory")
@@ -394,7 +396,9 @@ def load_playbook(
         if unknown:
             raise UsageError(f"step {i}: unknown key(s) {sorted(unknown)}; known: {sorted(STEP_KEYS)}")
         if step.get("name") in BUILTINS:
-            raise UsageError(f"step {i}: the name {step['name']!r} is reserved (${{{step['name']}}} is built in)")
+            raise UsageError(
+                f"step {i}: the name {step['name']!r} is reserved (${{{step['name']}}} is built in)"
+            )
         if "dialog" in step and "tool" not in step:
             raise UsageError(f"step {i}: 'dialog' answers a tool call's dialog; give it on a tool step")
         if "shell" in step and not isinstance(step["shell"], str):
@@ -432,7 +436,9 @@ async def _follow_job(client: Any, result: StepResult) -> StepResult:
     return result
 
 
-async def _run_step(client: Any, playbook: Playbook, step: Mapping[str, Any], name: str, saved: dict[str, Any], dialogs: Any) -> StepResult:
+async def _run_step(
+    client: Any, playbook: Playbook, step: Mapping[str, Any], name: str, saved: dict[str, Any], dialogs: Any
+) -> StepResult:
     from trainsleuth.clients.playbook_steps import PlaybookStepError, run_shell, write_file
 
     if "tool" in step:
@@ -458,7 +464,9 @@ async def _run_step(client: Any, playbook: Playbook, step: Mapping[str, Any], na
             return StepResult(name, "write", str(data["path"]), False, text, data)
         command = str(substitute(step["shell"], saved))
         timeout = step.get("timeout_s")
-        failed, text, data = run_shell(playbook.workspace, command, playbook.base, float(timeout) if timeout else None)
+        failed, text, data = run_shell(
+            playbook.workspace, command, playbook.base, float(timeout) if timeout else None
+        )
         return StepResult(name, "shell", command, failed, text, data)
     except PlaybookStepError as exc:
         raise UsageError(str(exc)) from None
@@ -481,7 +489,9 @@ async def run_playbook(playbook: Playbook, *, on_step: Any = None) -> tuple[int,
     async with open_client(playbook.target, elicitation_callback=dialogs, client_info=info) as client:
         for i, step in enumerate(playbook.steps, 1):
             kind = next(k for k in STEP_KINDS if k in step)
-            name = str(step.get("name") or (step[kind] if kind in ("tool", "read_resource") else f"{kind}{i}"))
+            name = str(
+                step.get("name") or (step[kind] if kind in ("tool", "read_resource") else f"{kind}{i}")
+            )
             expect = substitute(step.get("expect") or {}, saved)
             started = time.monotonic()
             result = await _run_step(client, playbook, step, name, saved, dialogs)

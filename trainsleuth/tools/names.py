@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 
-
 # Words assistants reach for that no spelling rule connects to the argument they meant.
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "description": ("summary", "change", "statement"),

@@ -110,7 +110,12 @@ def untracked_command_files(root: Path, subdir: str, command: str) -> list[str]:
     base = root / subdir if subdir else root
     found: list[str] = []
     for word in words:
-        if not word or word.startswith("-") or os.path.isabs(word) or any(c in word for c in "$`*?[]{}~<>|;&="):
+        if (
+            not word
+            or word.startswith("-")
+            or os.path.isabs(word)
+            or any(c in word for c in "$`*?[]{}~<>|;&=")
+        ):
             continue
         path = base / word
         try:
