@@ -194,6 +194,21 @@ class ProtocolCore:
         with self._tx() as conn:
             return approvals.take_decision(conn, purpose, inv_id, target)
 
+    def wait_terminal_decision(self, purpose: str, inv_id: str, target: str, wait_s: float) -> Any:
+        """Like take_terminal_decision, but while the person's request is still pending, wait up to wait_s
+        for their answer: the assistant would otherwise sleep blind and ask again."""
+        from trainsleuth.protocol import approvals
+
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            decided = self.take_terminal_decision(purpose, inv_id, target)
+            if decided is not None or time.monotonic() >= deadline:
+                return decided
+            with self._read() as conn:
+                if not approvals.is_pending(conn, purpose, inv_id, target):
+                    return None
+            time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+
     def pending_requests(self) -> list[Any]:
         from trainsleuth.protocol import approvals
 

@@ -129,6 +129,46 @@ def repo_relative(files: list[str], workspace: Path, root: Path) -> set[str]:
     return out
 
 
+def _missing_pieces(spec: DiagnosisSpec, command: str) -> list[tuple[str, str]]:
+    """What Gate 4 needs and the diagnosis lacks, each as (what is missing, how to fill it)."""
+    out: list[tuple[str, str]] = []
+    if not [e for e in spec.evidence_ids if str(e).strip()]:
+        out.append(
+            (
+                "it cites no evidence id",
+                "evidence_ids: ids from analysis tools' results (recorded on the investigation by themselves) "
+                "or from record_evidence for what you observed yourself",
+            )
+        )
+    for name in ("symptom", "root_cause", "mechanism"):
+        if not str(getattr(spec, name)).strip():
+            out.append((f"{name} is empty", name))
+    if not spec.disproving_observation.strip():
+        out.append(
+            (
+                "it does not state the observation that would disprove its root cause",
+                "disproving_observation (and disproof_looked_for: whether you looked for it)",
+            )
+        )
+    if not spec.proposed_fix.change.strip():
+        out.append(("the proposed fix is empty", "proposed_fix.change: the one change"))
+    if not [f for f in spec.proposed_fix.files if f.strip()]:
+        out.append(
+            (
+                "the proposed fix names no files (verify_fix accepts changes only to the files the approved fix names)",
+                "proposed_fix.files: the files the one change touches",
+            )
+        )
+    if not command:
+        out.append(
+            (
+                "it names no reproducer (a shell command, run in the workspace, that fails now and passes once fixed)",
+                "reproducer (e.g. 'pytest tests/test_loss.py -x' or 'python train.py --steps 50')",
+            )
+        )
+    return out
+
+
 class Diagnosis(ProtocolCore):
     def _interpreters(self, command: str, workspace: Path) -> list[Path]:
         return fingerprint.interpreters_for(command, workspace, self.default_interpreter)
@@ -150,36 +190,17 @@ class Diagnosis(ProtocolCore):
                     f"investigation {inv_id} is {inv['phase']}", "start_investigation for a new problem"
                 )
         workspace = Path(inv["workspace"])
-        # Gate 4 checks, in the order an assistant should fix them.
+        # Gate 4: every missing piece named in one refusal, so a diagnosis is fixed in one more call.
+        command = (spec.reproducer or inv["data"].get("reproducer") or "").strip()
+        missing = _missing_pieces(spec, command)
+        if missing:
+            raise self.refuse(
+                inv_id,
+                "the diagnosis (Gate 4) is incomplete: " + "; ".join(m for m, _ in missing),
+                "call submit_diagnosis again with " + "; ".join(f for _, f in missing),
+            )
         with self._read() as conn:
             cited = self._check_evidence(conn, inv_id, spec.evidence_ids, "a diagnosis (Gate 4)")
-        if not spec.disproving_observation.strip():
-            raise self.refuse(
-                inv_id,
-                "a diagnosis (Gate 4) must state the observation that would disprove its root cause",
-                "fill disproving_observation (and disproof_looked_for: whether you looked for it)",
-            )
-        for name in ("symptom", "root_cause", "mechanism"):
-            if not str(getattr(spec, name)).strip():
-                raise self.refuse(inv_id, f"the diagnosis field {name} is empty", f"fill {name}")
-        if not spec.proposed_fix.change.strip():
-            raise self.refuse(
-                inv_id, "the proposed fix is empty", "describe the one change in proposed_fix.change"
-            )
-        if not [f for f in spec.proposed_fix.files if f.strip()]:
-            raise self.refuse(
-                inv_id,
-                "the proposed fix names no files: verify_fix accepts changes only to the files the approved fix names",
-                "list the files the one change touches in proposed_fix.files",
-            )
-        command = (spec.reproducer or inv["data"].get("reproducer") or "").strip()
-        if not command:
-            raise self.refuse(
-                inv_id,
-                "the diagnosis names no reproducer: a shell command, run in the workspace, that fails now and "
-                "passes once fixed",
-                "pass reproducer (e.g. 'pytest tests/test_loss.py -x' or 'python train.py --steps 50')",
-            )
         timeout = float(
             spec.reproducer_timeout_s
             or inv["data"].get("reproducer_timeout_s")
