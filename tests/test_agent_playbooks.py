@@ -88,7 +88,12 @@ async def test_every_playbook_call_validates_against_the_published_schemas(tmp_p
 @pytest.mark.parametrize("name", case_names())
 def test_playbook_resolves_the_case_with_few_protocol_calls(name: str, tmp_path: Path) -> None:
     run = run_case(name, tmp_path)
-    assert run.exit_code == 0, "\n".join(run.failures) + "\n" + run.stderr
+    tails = [
+        f"{s.get('name')}: {((s.get('structured') or {}).get('attempt') or {}).get('output_tail')}"
+        for s in run.steps
+        if s.get("tool") == "verify_fix"
+    ]  # what check.sh printed after the fix, when verify_fix failed
+    assert run.exit_code == 0, "\n".join(run.failures + tails) + "\n" + run.stderr
     assert run.resolved and run.decisive, run
     assert len(run.protocol) <= GOAL, run.protocol
     by_tool = {s.get("tool"): s for s in run.steps if s.get("tool")}
@@ -96,4 +101,5 @@ def test_playbook_resolves_the_case_with_few_protocol_calls(name: str, tmp_path:
     assert reproduction["exit_code"] == 1 and not reproduction["timed_out"], (
         reproduction
     )  # check.sh fails unfixed
-    assert by_tool["verify_fix"]["structured"]["passed"] is True  # ... and passes with fix.patch
+    verified = by_tool["verify_fix"]["structured"]
+    assert verified["passed"] is True, verified["attempt"]["output_tail"]  # ... and passes with fix.patch

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,12 +57,6 @@ class CaseRun:
         return self.exit_code == 0 and verified and "capture_knowledge" in self.protocol
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def case_env(state_dir: Path) -> dict[str, str]:
     """This interpreter's folder first on PATH (the user's `python` has torch), a private state, one
     intra-op thread."""
@@ -73,7 +66,6 @@ def case_env(state_dir: Path) -> dict[str, str]:
     # One intra-op thread per training process: beside a second pytest worker on 2 cores, torch's
     # default thread pool spins against it and small models run many times slower.
     env["OMP_NUM_THREADS"] = "1"
-    env["CHECK_PORT"] = str(_free_port())  # ddp_frozen_features' check.sh: torchrun's rendezvous port
     env.pop("TRAINSLEUTH_TOKEN", None)
     return env
 
