@@ -22,7 +22,7 @@ MIN_RISE = 3.0  # the last value at least this many times the first
 LAST_RISE_WITHIN = 0.25  # the last increase within this final fraction of the records
 REL_EPS = 1e-6  # printed rounding: a smaller relative change is no change
 HELD = 0.6  # at most this fraction of consecutive records change: levels are held across records
-MIN_JUMP = 0.05  # each change at least this relative step (a printed digit's rounding is far less)
+MIN_JUMP = 0.05  # the median change at least this relative step (a printed digit's rounding is far less)
 
 
 def detect_unfinished_warmup(s: Series) -> Finding | None:
