@@ -29,6 +29,7 @@ DTYPES = ("bf16", "fp16")
 class ModuleError(BaseModel):
     module: str
     type: str | None = None
+    input_rel_error: float | str | None = None
     output_rel_error: float | str | None = None
     output_max_abs_error: float | str | None = None
     grad_rel_error: float | str | None = None
@@ -95,61 +96,40 @@ def _num(x: Any) -> float | None:
     return float(x)
 
 
+def _prev_rel(row: dict[str, Any]) -> float:
+    return _num(row.get("output_rel_error")) or 0.0
+
+
 def _common_ancestor(a: str, b: str) -> str:
     """The innermost module whose forward calls both `a` and `b` ("<model>" for the root)."""
-    pa, pb = a.split("."), b.split(".")
     shared: list[str] = []
-    for x, y in zip(pa[:-1], pb[:-1], strict=False):
+    for x, y in zip(a.split(".")[:-1], b.split(".")[:-1], strict=False):
         if x != y:
             break
         shared.append(x)
     return ".".join(shared) or "<model>"
 
 
-def _between_modules(
-    first_out: tuple[dict[str, Any], dict[str, Any] | None], rows: list[dict[str, Any]], tol: float
-) -> dict[str, Any] | None:
-    """When the first module beyond tolerance already receives an input beyond it while the module
-    before it was within, the error is made by code between modules (a functional op in a parent's
-    forward, e.g. a subtraction of two large low-precision results), not by that module: name the
-    forward it is in, and measure the cancellation (the input far smaller than the output before it)."""
-    row, prev = first_out
-    in_rel = _num(row.get("input_rel_error"))
-    if in_rel is None or in_rel <= tol or prev is None:
-        return None
-    prev_rel = _num(prev.get("output_rel_error"))
-    if prev_rel is None or prev_rel > tol:
-        return None
+def _where_lost(
+    row: dict[str, Any], prev: dict[str, Any] | None, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """For precision lost between modules: the forward the lost op is in (the innermost module calling
+    both the last close module and the first far one), and the cancellation measured (the input far
+    smaller in norm than the output before it: large low-precision values subtracted)."""
+    if prev is None:
+        return {}
     parent = _common_ancestor(prev["module"], row["module"])
     kind = next((r.get("type") for r in rows if r.get("module") == parent), None)
-    where = f"{kind}.forward (`{parent}`)" if kind else f"the forward of `{parent}`"
     prev_norm, in_norm = _num(prev.get("output_norm_fp32")), _num(row.get("input_norm_fp32"))
     shrink = prev_norm / in_norm if prev_norm and in_norm and math.isfinite(prev_norm) else None
-    cancels = shrink is not None and shrink >= 10
-    message = (
-        f"the input of {row['module']} ({row.get('type')}) already departs from fp32 by relative {_fmt(in_rel)} "
-        f"(tolerance {tol:g}) while the output of {prev['module']} before it was within {_fmt(prev_rel)}: the "
-        f"error is made between modules, by code in {where}, not by {row['module']}"
-        + (
-            f". That input is {shrink:.0f} times smaller in norm than {prev['module']}'s output ({_fmt(in_norm)} "
-            f"against {_fmt(prev_norm)}): large low-precision values cancel (e.g. a difference of two "
-            "projections). Subtract before the low-precision op, or compute it in fp32"
-            if cancels
-            else ". Run that code in fp32 (autocast(enabled=False) around it, or upcast its operands)"
-        )
-    )
-    evidence = {
+    return {
         "arises_in": parent,
-        "first_affected_module": row["module"],
-        "input_rel_error": row.get("input_rel_error"),
+        "where": f"{kind}.forward (`{parent}`)" if kind else f"the forward of `{parent}`",
         "input_norm_fp32": row.get("input_norm_fp32"),
-        "output_rel_error": row.get("output_rel_error"),
-        "previous_module": prev["module"],
-        "previous_output_rel_error": prev.get("output_rel_error"),
         "previous_output_norm_fp32": prev.get("output_norm_fp32"),
-        "cancellation": cancels,
+        "cancellation": shrink is not None and shrink >= 10,
+        "shrink": shrink,
     }
-    return {"module": parent, "rel": in_rel, "message": message, "evidence": evidence}
 
 
 def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float]) -> PrecisionReport:
@@ -180,6 +160,7 @@ def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float
                 ModuleError(
                     module=row["module"],
                     type=row.get("type"),
+                    input_rel_error=row.get("input_rel_error"),
                     output_rel_error=row.get("output_rel_error"),
                     output_max_abs_error=row.get("output_max_abs_error"),
                     grad_rel_error=row.get("grad_rel_error"),
@@ -209,35 +190,53 @@ def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float
             "loss_low": res.get("loss_low"),
             "loss_rel_error": res.get("loss_rel_error"),
         }
-        between = _between_modules(first_out, res.get("modules") or [], tol) if first_out else None
-        if first_out is not None and between is not None:
-            findings.append(
-                Finding(
-                    code="precision_mismatch",
-                    severity="error" if between["rel"] > 10 * tol else "warning",
-                    message=f"under {dtype} autocast {between['message']}",
-                    module=between["module"],
-                    evidence={**common_evidence, **between["evidence"]},
-                    failure_modes=failure_modes_for("precision_mismatch"),
-                )
-            )
-        elif first_out is not None:
+        if first_out is not None:
             row, prev = first_out
             rel = _num(row.get("output_rel_error")) or 0.0
+            in_rel = _num(row.get("input_rel_error"))
+            between = in_rel is not None and in_rel > tol and (prev is None or in_rel > 10 * _prev_rel(prev))
+            lost = _where_lost(row, prev, res.get("modules") or []) if between else {}
+            if between:
+                # Every module before it computed closely; the input it was handed did not: the loss
+                # happened in forward code that is no module (the module itself only inherits it).
+                message = (
+                    f"under {dtype} autocast the INPUT of {row['module']} ({row.get('type')}) already departs from "
+                    f"fp32 by relative {_fmt(row.get('input_rel_error'))} (tolerance {tol:g})"
+                    + (
+                        f" while the output of {prev['module']} before it was within {_fmt(prev.get('output_rel_error'))}"
+                        if prev is not None
+                        else ""
+                    )
+                    + f": the precision is lost in your forward code between modules, before {row['module']}"
+                    + (f", in {lost['where']}" if lost else "")
+                    + " (an op that is no module, typically the difference of two large, nearly equal low-precision "
+                    f"values: catastrophic cancellation), not in {row['module']}"
+                    + (
+                        f"; measured: that input is {lost['shrink']:.0f} times smaller in norm than "
+                        f"{prev['module']}'s output ({_fmt(lost['input_norm_fp32'])} against "
+                        f"{_fmt(lost['previous_output_norm_fp32'])}), so large values cancel"
+                        if lost.get("cancellation") and prev is not None
+                        else ""
+                    )
+                    + "; compute that step in fp32 (autocast(enabled=False) around it, with .float() inputs), "
+                    "or subtract before the low-precision op"
+                )
+            else:
+                message = (
+                    f"under {dtype} autocast the output of {row['module']} ({row.get('type')}) departs from "
+                    f"fp32 by relative {_fmt(row.get('output_rel_error'))} (tolerance {tol:g})"
+                    + (
+                        f" while its predecessor {prev['module']} was within {_fmt(prev.get('output_rel_error'))}"
+                        if prev is not None
+                        else ""
+                    )
+                    + "; keep this op in fp32 (autocast(enabled=False) around it, or upcast its input)"
+                )
             findings.append(
                 Finding(
                     code="precision_mismatch",
                     severity="error" if rel > 10 * tol or row.get("nonfinite_low") else "warning",
-                    message=(
-                        f"under {dtype} autocast the output of {row['module']} ({row.get('type')}) departs from "
-                        f"fp32 by relative {_fmt(row.get('output_rel_error'))} (tolerance {tol:g})"
-                        + (
-                            f" while its predecessor {prev['module']} was within {_fmt(prev.get('output_rel_error'))}"
-                            if prev is not None
-                            else ""
-                        )
-                        + "; keep this op in fp32 (autocast(enabled=False) around it, or upcast its input)"
-                    ),
+                    message=message,
                     module=row["module"],
                     evidence={
                         **common_evidence,
@@ -245,6 +244,9 @@ def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float
                         "output_max_abs_error": row.get("output_max_abs_error"),
                         "output_norm_fp32": row.get("output_norm_fp32"),
                         "nonfinite_in_low_precision": row.get("nonfinite_low"),
+                        "input_rel_error": row.get("input_rel_error"),
+                        "lost_between_modules": between,
+                        **{k: v for k, v in lost.items() if k not in ("where", "shrink")},
                         "previous_module": prev["module"] if prev else None,
                         "previous_output_rel_error": prev.get("output_rel_error") if prev else None,
                     },

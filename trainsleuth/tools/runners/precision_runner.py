@@ -78,27 +78,30 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
         opt.load_state_dict(opt_state)
     model.zero_grad(set_to_none=True)
     outputs: dict = {}
-    inputs: dict = {}  # each module's first floating-point input, to see error made between modules
     order = []
     grads: dict = {}
     handles = []
     types = {}
 
+    inputs: dict = {}
+
     def make_fwd(name):
-        def hook(_m, _inp, out):
+        def hook(_m, inp, out):
             if name in outputs:
                 return
             t = _first_tensor(out, torch)
             if t is None or not t.is_floating_point():
                 return
             order.append(name)
+            # The input too: precision lost in forward code between modules (a subtraction that is no
+            # module) shows as an input that departs while every earlier output stayed close.
+            i = _first_tensor(inp, torch)
+            if i is not None and i.is_floating_point() and i.numel() <= MAX_ELEMENTS:
+                inputs[name] = i.detach().to("cpu", torch.float32).clone()
             if t.numel() > MAX_ELEMENTS:
                 outputs[name] = None
                 return
             outputs[name] = t.detach().to("cpu", torch.float32).clone()
-            x = _first_tensor(tuple(_inp), torch)
-            if x is not None and x.is_floating_point() and x.numel() <= MAX_ELEMENTS:
-                inputs[name] = x.detach().to("cpu", torch.float32).clone()
 
         return hook
 
@@ -150,19 +153,24 @@ def compare(torch, ref, low, model):
         if a is None or b is None:
             continue
         max_abs, rel = common.rel_error(b, a)
-        row = {
-            "module": name,
-            "type": ref["types"].get(name),
-            "output_rel_error": common.jsonable(rel),
-            "output_max_abs_error": common.jsonable(max_abs),
-            "output_norm_fp32": common.jsonable(a.double().norm()),
-            "nonfinite_low": bool(not torch.isfinite(b).all()),
-        }
-        xa, xb = ref["inputs"].get(name), low["inputs"].get(name)
-        if xa is not None and xb is not None:
-            row["input_rel_error"] = common.jsonable(common.rel_error(xb, xa)[1])
-            row["input_norm_fp32"] = common.jsonable(xa.double().norm())
-        rows.append(row)
+        ia, ib = ref.get("inputs", {}).get(name), low.get("inputs", {}).get(name)
+        in_rel = (
+            common.rel_error(ib, ia)[1]
+            if ia is not None and ib is not None and ia.shape == ib.shape
+            else None
+        )
+        rows.append(
+            {
+                "module": name,
+                "type": ref["types"].get(name),
+                "input_rel_error": None if in_rel is None else common.jsonable(in_rel),
+                "input_norm_fp32": None if in_rel is None else common.jsonable(ia.double().norm()),
+                "output_rel_error": common.jsonable(rel),
+                "output_max_abs_error": common.jsonable(max_abs),
+                "output_norm_fp32": common.jsonable(a.double().norm()),
+                "nonfinite_low": bool(not torch.isfinite(b).all()),
+            }
+        )
     # gradients grouped by the module that owns the parameter directly
     by_module: dict = {}
     for pname, _p in model.named_parameters():
