@@ -45,8 +45,14 @@ def test_every_case_has_a_playbook_with_the_whole_protocol() -> None:
     for name in case_names():
         playbook = load_playbook(CASES / name / "playbook.yaml", workspace=CASES / name)
         tools = [s["tool"] for s in playbook.steps if "tool" in s]
-        for needed in ("start_investigation", "submit_diagnosis", "approve_diagnosis", "begin_fix", "verify_fix",
-                       "capture_knowledge"):  # fmt: skip
+        needed_tools = (
+            "start_investigation",
+            "submit_diagnosis",
+            "approve_diagnosis",
+            "verify_fix",
+            "capture_knowledge",
+        )
+        for needed in needed_tools:
             assert needed in tools, (name, needed)
         decisive = [s for s in playbook.steps if "decisive" in str(s.get("name", ""))]
         assert decisive and all("tool" in s and s.get("expect") for s in decisive), name
@@ -79,8 +85,8 @@ async def test_every_playbook_call_validates_against_the_published_schemas(tmp_p
             if "dialog" in step:  # the answer fits the person's form the server asks with
                 PersonForm.model_validate({**step["dialog"]["answer"], "name": step["dialog"]["stand_in"]})
             checked[name] = checked.get(name, 0) + 1
-    # every case: the six protocol calls and at least one diagnostic call, all checked
-    assert len(checked) == len(case_names()) and min(checked.values()) >= 7, checked
+    # every case: the five protocol calls and at least one diagnostic call, all checked
+    assert len(checked) == len(case_names()) and min(checked.values()) >= 6, checked
 
 
 @pytest.mark.slow
