@@ -265,6 +265,10 @@ def get_job(args: GetJobInput, call: ToolCall) -> JobOutput:
             )
     except JobError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None
+    if rec.finished:
+        from trainsleuth.server.longrun import finish_job
+
+        rec = finish_job(rec, call)
     note = None
     if not rec.finished:
         note = f"still running; call get_job(job_id={rec.id!r}, wait_s=40) again, or cancel_job to stop it"

@@ -280,6 +280,7 @@ def register(registry: ToolRegistry) -> None:
         destructive=False,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -293,6 +294,7 @@ def register(registry: ToolRegistry) -> None:
         destructive=True,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -306,5 +308,6 @@ def register(registry: ToolRegistry) -> None:
         destructive=False,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )

@@ -29,6 +29,7 @@ from trainsleuth.server.tools.protocol_diagnosis import (
     RecordReviewOutput,
     SubmitDiagnosisInput,
     approve_diagnosis,
+    finish_submit,
     make_approval_resolver,
     record_review,
     submit_diagnosis,
@@ -39,6 +40,7 @@ from trainsleuth.server.tools.protocol_fix import (
     VerifyFixInput,
     VerifyFixOutput,
     begin_fix,
+    finish_verify,
     verify_fix,
 )
 from trainsleuth.server.tools.protocol_investigate import (
@@ -168,6 +170,9 @@ def register(registry: ToolRegistry) -> None:
         destructive=True,  # it runs the reproducer
         idempotent=False,
         open_world=False,
+        long_running=True,  # the reproducer's fail-first run may take minutes
+        one_job_per="investigation_id",
+        finish=finish_submit,
     )
     add(
         "record_review",
@@ -221,6 +226,9 @@ def register(registry: ToolRegistry) -> None:
         destructive=True,
         idempotent=False,
         open_world=False,
+        long_running=True,
+        one_job_per="investigation_id",  # verifications run one at a time (the protocol locks too)
+        finish=finish_verify,
     )
     registry.add(
         "capture_knowledge",

@@ -36,6 +36,7 @@ from trainsleuth.server.tools.protocol_common import (
     offer_code,
     proto,
     protocol_for,
+    restate_step,
     step,
 )
 
@@ -120,14 +121,22 @@ def submit_diagnosis(args: SubmitDiagnosisInput, call: ToolCall) -> DiagnosisOut
         **data, proposed_fix=ProposedFix(files=list(args.proposed_fix.files), change=args.proposed_fix.change)
     )
     p = proto(call)
+    call.progress(0, None, "checking the diagnosis, then running the reproducer on the unfixed tree")
     diag = p.submit_diagnosis(args.investigation_id, spec, cancel_event=call.cancel_event)
-    note = _offer_code(call, p, args.investigation_id, diag)
     return DiagnosisOutput(
-        investigation_id=args.investigation_id,
-        diagnosis=diag,
-        approval_note=note,
-        **step(call, args.investigation_id),
+        investigation_id=args.investigation_id, diagnosis=diag, **step(call, args.investigation_id)
     )
+
+
+def finish_submit(out: DiagnosisOutput, args: SubmitDiagnosisInput, call: ToolCall) -> DiagnosisOutput:
+    """In the server that delivers the result (the job runs the reproducer in a process of its own): the
+    diagnosis as it is now and, for a client without dialogs, the person shown it with a code at once."""
+    p = proto(call)
+    current = next((d for d in p.get(args.investigation_id).diagnoses if d.id == out.diagnosis.id), None)
+    if current is not None:
+        out.diagnosis = current
+    out.approval_note = _offer_code(call, p, args.investigation_id, out.diagnosis)
+    return restate_step(out, call, args.investigation_id)
 
 
 class RecordReviewInput(ToolInput):

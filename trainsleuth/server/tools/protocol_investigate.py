@@ -34,6 +34,7 @@ from trainsleuth.server.tools.protocol_common import (
     has_form_elicitation,
     iid,
     log,
+    next_step_now,
     person_by_code,
     proto,
     protocol_for,
@@ -306,6 +307,7 @@ def render_investigation(v: InvestigationView) -> str:
 
 def get_investigation(args: GetInvestigationInput, call: ToolCall) -> GetInvestigationOutput:
     view = proto(call).get(args.investigation_id)
+    view.next_step = next_step_now(call, view.id, view.next_step)
     page, nxt = paginate(view.timeline, args.timeline_cursor, args.timeline_limit)
     view.timeline = page
     if not args.include_evidence_data:
@@ -336,6 +338,8 @@ class ListInvestigationsOutput(ToolOutput):
 def list_investigations(args: ListInvestigationsInput, call: ToolCall) -> ListInvestigationsOutput:
     items = proto(call).list_all(include_closed=args.include_closed)
     page, nxt = paginate(items, args.cursor, args.limit)
+    for item in page:
+        item.next_step = next_step_now(call, item.id, item.next_step)
     return ListInvestigationsOutput(investigations=page, next_cursor=nxt)
 
 
