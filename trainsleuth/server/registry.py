@@ -403,16 +403,21 @@ HINT_DEFAULTS = {
 
 def published_annotations(
     read_only: bool, destructive: bool, idempotent: bool, open_world: bool
-) -> ToolAnnotations:
+) -> ToolAnnotations | None:
     """The four hints as chosen, publishing only those that differ from the spec's defaults
-    (a client applies the defaults to the others, so the meaning is exactly the same)."""
+    (a client applies the defaults to the others, so the meaning is exactly the same). The spec
+    gives destructiveHint and idempotentHint meaning only when readOnlyHint is false, so a
+    read-only tool publishes neither; no hint to publish, no annotations at all."""
     chosen = {
         "read_only_hint": read_only,
         "destructive_hint": destructive,
         "idempotent_hint": idempotent,
         "open_world_hint": open_world,
     }
-    return ToolAnnotations(**{k: v for k, v in chosen.items() if v != HINT_DEFAULTS[k]})
+    if read_only:
+        del chosen["destructive_hint"], chosen["idempotent_hint"]
+    differing = {k: v for k, v in chosen.items() if v != HINT_DEFAULTS[k]}
+    return ToolAnnotations(**differing) if differing else None
 
 
 class ToolRegistry:

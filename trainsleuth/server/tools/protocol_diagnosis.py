@@ -54,12 +54,12 @@ class SubmitDiagnosisInput(ToolInput):
     mechanism: str = Field(description="Why the cause produces the symptom.")
     proposed_fix: ProposedFixInput
     reproducer: str | None = Field(default=None, description="Must fail now.")
-    reproducer_timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    reproducer_timeout_s: float | None = Field(default=None, ge=1, le=24 * 3600)
     side_effects: str = ""
     will_not_fix: str = ""
     confidence: float = Field(ge=0.0, le=1.0)
     alternatives_considered: list[str] = Field(default_factory=list)
-    disproving_observation: str = Field(default="", description="What would disprove the cause.")
+    disproving_observation: str = Field(default="")
     disproof_looked_for: bool = False
     disproof_result: str | None = None
     hypothesis_id: str | None = None

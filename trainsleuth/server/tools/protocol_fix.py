@@ -20,7 +20,7 @@ from trainsleuth.server.tools.protocol_common import (
 
 class BeginFixInput(ToolInput):
     investigation_id: str = iid()
-    description: str = Field(description="The one change this attempt makes.")
+    description: str
 
 
 class BeginFixOutput(StepOutput):
@@ -45,8 +45,8 @@ def begin_fix(args: BeginFixInput, call: ToolCall) -> BeginFixOutput:
 
 class VerifyFixInput(ToolInput):
     investigation_id: str = iid()
-    revert: bool = Field(default=False, description="On failure, undo only this attempt's changes.")
-    timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    revert: bool = Field(default=False, description="Undo this attempt if it fails.")
+    timeout_s: float | None = Field(default=None, ge=1, le=24 * 3600)
     learned: str | None = None
 
 

@@ -49,13 +49,11 @@ class StartInvestigationInput(ToolInput):
     expected: str | None = None
     observed: str | None = None
     started_when: str | None = None
-    what_changed: str | None = Field(default=None, description="Commit, config, env, version...")
+    what_changed: str | None = Field(default=None)
     last_good: str | None = None
     reproducible: Reproducible = "unknown"
-    reproducer: str | None = Field(
-        default=None, description="Shell command that fails now and passes once fixed."
-    )
-    reproducer_timeout_s: float = Field(default=600, gt=0, le=24 * 3600)
+    reproducer: str | None = Field(default=None, description="Fails now, passes once fixed.")
+    reproducer_timeout_s: float = Field(default=600, ge=1, le=24 * 3600)
     workspace: WorkspacePath | None = None
     pathway: Pathway | None = None
     fresh: bool = False
