@@ -168,7 +168,7 @@ async def test_a_call_built_from_each_published_schema_validates(workspace: Path
     async with Client(server) as client:
         tools = (await client.list_tools()).tools
         for tool in tools:
-            args = example_arguments(tool.input_schema)
+            args = example_arguments(tool.input_schema, tool.name)
             jsonschema.validate(args, tool.input_schema)
             spec = registry.tools[tool.name]
             _, _, problem = check_arguments(tool.name, spec.input_model, spec.schema, args)
@@ -180,7 +180,7 @@ async def test_a_call_built_from_each_published_schema_validates(workspace: Path
                      "submit_diagnosis", "approve_diagnosis", "analyze_training_log", "get_job", "cancel_job",
                      "lookup_constraints", "diff_checkpoints", "read_probe_run"):  # fmt: skip
             tool = next(t for t in tools if t.name == name)
-            result = await client.call_tool(name, example_arguments(tool.input_schema))
+            result = await client.call_tool(name, example_arguments(tool.input_schema, name))
             text = result.content[0].text if result.content else ""
             assert "Invalid arguments" not in text, (name, text)
 

@@ -344,7 +344,7 @@ def run_describe(args: argparse.Namespace) -> int:
         return 2
     schema = tool.get("inputSchema") or {}
     if args.json:
-        print(json.dumps({**tool, "example_arguments": example_arguments(schema)}, indent=2))
+        print(json.dumps({**tool, "example_arguments": example_arguments(schema, tool["name"])}, indent=2))
     else:
         print(
             describe_tool(tool["name"], tool.get("description") or "", schema, tool.get("annotations") or {})
