@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from test_protocol_helpers import TRAINSLEUTH, Driver, TerminalPerson, make_repo, text_of
@@ -153,3 +154,48 @@ async def test_environment_report_and_diff_checkpoints_hand_back_jobs(tmp_path: 
     direct, fetched = await _direct_and_job(ws, "diff_checkpoints", {"a": "a.pt", "b": "b.pt"})
     assert _normal(fetched, ws) == _normal(direct, ws)
     assert fetched["identical"] is False and fetched["n_tensors_a"] == fetched["n_tensors_b"] == 2, fetched
+
+
+async def test_two_servers_verifying_at_once_through_jobs_do_not_race(tmp_path: Path) -> None:
+    """Two servers on one workspace, both answering with job ids at once (wait 0): the second
+    verify_fix is refused naming the first one's job, or its job finds the verification already
+    under way; exactly one attempt passes and nothing is reverted."""
+    ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
+    async with Client(_params(ws, 40)) as c:
+        d = Driver(c, TerminalPerson(ws))
+        iid = await d.start(reproducer=REPRO, pathway="quick")
+        await d.approved(iid)
+        await d.ok("begin_fix", {"investigation_id": iid, "description": "lr back to 1"})
+    (ws / "train.py").write_text("lr = 1\n")
+    answers: list[tuple[bool, str, dict[str, Any]]] = []
+    async with Client(_params(ws, 0)) as one, Client(_params(ws, 0)) as two:
+
+        async def verify(client: Client, revert: bool) -> None:
+            r = await client.call_tool("verify_fix", {"investigation_id": iid, "revert": revert})
+            answers.append((bool(r.is_error), text_of(r), r.structured_content or {}))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(verify, one, False)
+            tg.start_soon(verify, two, True)
+        outcomes = []
+        for failed, text, job in answers:
+            if failed:
+                assert "still running as job" in text, text
+                outcomes.append("refused")
+                continue
+            got: dict[str, Any] = {}
+            for _ in range(10):
+                fetched = await one.call_tool("get_job", {"job_id": job["job_id"], "wait_s": 20})
+                got = fetched.structured_content or {}
+                if got.get("status") != "running":
+                    break
+            if got.get("status") == "succeeded":
+                outcomes.append("passed" if got["result"]["passed"] else "failed")
+            else:
+                assert "already running" in text_of(fetched) or "no active fix attempt" in text_of(fetched)
+                outcomes.append("refused")
+        assert sorted(outcomes) == ["passed", "refused"], answers
+    async with Client(_params(ws, 40)) as c:
+        final = await Driver(c).get(iid)
+    assert final["phase"] == "resolved" and [a["status"] for a in final["attempts"]] == ["passed"]
+    assert (ws / "train.py").read_text() == "lr = 1\n"

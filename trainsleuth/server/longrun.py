@@ -14,11 +14,13 @@ worktrees at once. Once the call has returned the job id, the job goes on alone.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -107,8 +109,27 @@ def load_ref(ref: str) -> Any:
 # ---------------------------------------------------------------------------- the waiting call
 
 
-# One check-then-spawn at a time in this server, so two calls holding the same value cannot both start.
+# One check-then-spawn at a time in this server, so two calls holding the same value cannot both start;
+# across servers on one workspace, a lock file in the state folder does the same.
 _SPAWN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _spawn_lock(state_dir: Path) -> Iterator[None]:
+    """Hold the workspace's spawn lock (a file lock beside the state; threads only where there is none)."""
+    with _SPAWN_LOCK:
+        try:
+            import fcntl
+        except ImportError:  # Windows: the protocol's own lock still serialises the work itself
+            yield
+            return
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with open(state_dir / "spawn.lock", "a+b") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 async def run_as_job(tool: RegisteredTool[Any, Any], args: BaseModel, call: ToolCall) -> CallToolResult:
@@ -130,8 +151,12 @@ async def run_as_job(tool: RegisteredTool[Any, Any], args: BaseModel, call: Tool
     argv = [*_runner_argv(), str(ctx.state_path)]
 
     def check_and_spawn() -> tuple[JobRecord | None, JobRecord | None]:
-        with _SPAWN_LOCK:
-            busy = running_jobs(ctx, holds) if holds is not None else []
+        if holds is None:
+            return None, mgr.spawn(
+                tool.name, argv, title=_title(tool.name, args), params=params, cwd=ctx.workspace
+            )
+        with _spawn_lock(ctx.state_path.parent):
+            busy = running_jobs(ctx, holds)
             if busy:
                 return busy[0], None
             title = _title(tool.name, args)
