@@ -1,27 +1,27 @@
-"""Log-analysis benchmark: throughput and memory, side by side with baselines.
+"""Log-analysis benchmark: throughput and memory on real training logs, side by side with a naive scan.
 
-1. A mixed-format training log (Megatron/DeepSpeed records, JSON lines, key=value lines,
-   nanoGPT lines, logging chatter, a few warnings and errors) of --size bytes (default 1 GB) is
-   generated in a temporary folder (deleted afterwards). `trainsleuth.tools.logs.analyze` runs on
-   it in a child process; so does a baseline that applies one generic key/value regex to every
-   line and keeps a running min/max per key (the cheapest honest "parse everything" loop).
-   Reported: CPU seconds of each child (user + system; wall time on a shared machine mostly
-   measures waiting), MB/s, the speed ratio (goal >= 5x) and the analysis child's peak RSS
-   (goal < 300 MB).
-2. A large numeric CSV (--csv-size bytes, default 200 MB): trainsleuth's CSV reader
-   (`trainsleuth.tools.logs.collect`) vs `pandas.read_csv`, each in a fresh interpreter with its
-   imports, run alternately --repeat times; best of each on wall time and on CPU seconds
-   (goal: at least as fast).
+1. Real logs (`benchmarks/reallogs.py`): public and produced training logs of seven formats from
+   the corpus (Megatron-DeepSpeed/BLOOM, llm.c main.log, modded-nanogpt, DeepSpeed-Chat, HF
+   Trainer stdout with tqdm, LightGBM, Ultralytics results.csv), each repeated with its step numbers
+   continued to --size / 7 bytes, in a temporary folder (deleted afterwards). Two children run
+   side by side, alternately: `trainsleuth.tools.logs.analyze` on every file, and the naive scan
+   (one regex per line that reads every number and the key before it, keeping a running min/max
+   per key). Reported: CPU seconds of each child (user + system; wall time on this shared machine
+   mostly measures waiting), per-format CPU seconds, and the speed ratio (goal >= 5x).
+2. Memory: one --rss-size log (default 1 GB) made of the text formats in turn, analysed by
+   trainsleuth alone; reported: the child's peak RSS (goal < 300 MB).
+3. A large numeric CSV (--csv-size bytes, default 200 MB): trainsleuth's CSV reader vs
+   `pandas.read_csv`, each in a fresh interpreter with its imports, run alternately --repeat
+   times; best of each on wall time and on CPU seconds (goal: at least as fast).
 
-Usage: python -m benchmarks.logs [--size 1G] [--csv-size 200M] [--repeat 1]
-`python -m benchmarks logs` runs both with --repeat 3 (--quick: 200 MB log, 50 MB CSV, once).
+Usage: python -m benchmarks.logs [--size 105M] [--rss-size 1G] [--csv-size 200M] [--repeat 3]
+`python -m benchmarks logs` runs all three (--quick: 35 MB of real logs, 200 MB RSS log, 50 MB CSV, once).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import resource
@@ -34,31 +34,38 @@ from pathlib import Path
 
 from benchmarks.common import BenchResult, result
 
-BASELINE = r"""
-import re, sys, time
-KV = re.compile(r"([A-Za-z_][\w./ -]*?)\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
-lo, hi = {}, {}
-t = time.perf_counter()
-with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
-    for line in f:
-        for m in KV.finditer(line):
-            k = m.group(1); v = float(m.group(2))
-            if k in hi:
-                if v > hi[k]: hi[k] = v
-                if v < lo[k]: lo[k] = v
-            else:
-                lo[k] = hi[k] = v
-print(time.perf_counter() - t, len(hi))
+# The naive scan: one regex per line reading every number (and the key before it, when there is one).
+NAIVE = r"""
+import json, re, sys, time
+TOK = re.compile(r"(?:([A-Za-z_][\w./-]*)\s*[:=]?\s*)?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+per_file = {}
+for path in sys.argv[1:]:
+    t = time.process_time()
+    lo, hi = {}, {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            for i, m in enumerate(TOK.finditer(line)):
+                k = m.group(1) or i
+                v = float(m.group(2))
+                if k in hi:
+                    if v > hi[k]: hi[k] = v
+                    if v < lo[k]: lo[k] = v
+                else:
+                    lo[k] = hi[k] = v
+    per_file[path] = [time.process_time() - t, len(hi)]
+print(json.dumps(per_file))
 """
 
 OURS = r"""
-import sys, time, resource
-t = time.perf_counter()
+import json, resource, sys, time
 from trainsleuth.tools.logs import analyze
-r = analyze(sys.argv[1])
-dt = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(dt, len(r.series), len(r.events), rss, r.records)
+per_file = {}
+for path in sys.argv[1:]:
+    t = time.process_time()
+    r = analyze(path)
+    per_file[path] = [time.process_time() - t, len(r.series), len(r.events), r.records, r.verdict]
+per_file["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(per_file))
 """
 
 CSV_OURS = r"""
@@ -86,58 +93,6 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-def make_mixed_log(path: Path, size: int, seed: int = 0) -> int:
-    rng = random.Random(seed)
-    written = 0
-    step = 0
-    with open(path, "w") as f:
-        while written < size:
-            lines = []
-            for _ in range(2000):
-                step += 1
-                loss = 2.0 + 6.0 / (1 + step / 5000) + rng.gauss(0, 0.05)
-                if step % 1_000_000 == 500_000:
-                    loss += 4.0  # one real spike
-                gn = abs(rng.gauss(1.0, 0.2))
-                kind = step % 20
-                if kind < 8:
-                    lines.append(
-                        f" iteration {step:9d}/ 50000000 | consumed samples: {step * 512:12d} | elapsed time per "
-                        f"iteration (ms): {900 + rng.random() * 50:.1f} | learning rate: {3e-4:.3E} | global batch "
-                        f"size:   512 | lm loss: {loss:.6E} | loss scale: 65536.0 | grad norm: {gn:.3f} | num zeros: "
-                        f"0.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
-                    )
-                elif kind < 12:
-                    lines.append(
-                        json.dumps({"step": step, "train": {"loss": round(loss, 5), "grad_norm": round(gn, 4)},
-                                    "lr": 3e-4, "tokens_per_sec": round(50000 + rng.random() * 500, 1)}) + "\n"
-                    )  # fmt: skip
-                elif kind < 16:
-                    lines.append(
-                        f"step={step} loss={loss:.5f} lr=3.0e-04 gnorm={gn:.4f} ups={3 + rng.random():.3f} "
-                        f"wall={step * 0.3:.1f}\n"
-                    )
-                elif kind < 17:
-                    lines.append(
-                        f"iter {step}: loss {loss:.4f}, time {90 + rng.random() * 20:.2f}ms, mfu 31.20%\n"
-                    )
-                elif kind < 19:
-                    lines.append(
-                        f"[2024-05-01 12:{step % 60:02d}:{step % 59:02d},{step % 1000:03d}] INFO dataloader: prefetched "
-                        f"{rng.randint(100, 999)} batches in {rng.random():.2f}s from shard {step % 97}\n"
-                    )
-                else:
-                    lines.append(
-                        f"WARNING: slow rank detected on host node-{step % 13} ({rng.random():.3f}s behind)\n"
-                    )
-            if step % 400_000 < 2000:
-                lines.append("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
-            chunk = "".join(lines)
-            f.write(chunk)
-            written += len(chunk)
-    return written
-
-
 def make_csv(path: Path, size: int, seed: int = 1) -> int:
     rng = random.Random(seed)
     written = 0
@@ -158,7 +113,7 @@ def make_csv(path: Path, size: int, seed: int = 1) -> int:
     return written
 
 
-def run_child(code: str, path: Path) -> list[float]:
+def run_child(code: str, path: Path) -> list[float]:  # the CSV comparison's children
     """Run one side in a fresh interpreter; returns its printed numbers with the first one (the
     child's own timing) replaced by the child's CPU seconds (user + system), which stay
     meaningful on a shared, busy machine where wall time mostly measures waiting."""
@@ -170,18 +125,29 @@ def run_child(code: str, path: Path) -> list[float]:
     return [cpu, *out[1:], out[0]]
 
 
+def run_json(code: str, paths: list[Path]) -> tuple[float, dict]:  # type: ignore[type-arg]
+    """Run one side in a fresh interpreter on `paths`; its CPU seconds (user + system) and the
+    JSON it printed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, paths)], capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"benchmark child failed: {proc.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), json.loads(proc.stdout)
+
+
 def run_benchmark(quick: bool = False) -> list[BenchResult]:
     """The `python -m benchmarks` entry point (see benchmarks/common.py)."""
-    size, csv_size, repeat = ("200M", "50M", 1) if quick else ("1G", "200M", 3)
-    args = argparse.Namespace(size=size, csv_size=csv_size, repeat=repeat, skip_baseline=False)
+    size, rss_size, csv_size, repeat = ("35M", "200M", "50M", 1) if quick else ("105M", "1G", "200M", 3)
+    args = argparse.Namespace(size=size, rss_size=rss_size, csv_size=csv_size, repeat=repeat)
     tmp = Path(tempfile.mkdtemp(prefix="ts-bench-logs-"))
     try:
-        m = mixed(tmp, args)
+        r = real(tmp, args)
+        m = memory(tmp, args)
         c = csv_compare(tmp, args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    cmd = f"python -m benchmarks.logs --size {size} --csv-size {csv_size} --repeat {repeat}"
-    mb = m["size"] / 1e6
+    cmd = f"python -m benchmarks.logs --size {size} --rss-size {rss_size} --csv-size {csv_size} --repeat {repeat}"
     csv_results = [
         result(
             f"{c['size'] / 1e6:.0f} MB numeric CSV, {what} with imports",
@@ -194,24 +160,25 @@ def run_benchmark(quick: bool = False) -> list[BenchResult]:
         )
         for key, what, unit in (("wall", "wall time", "s"), ("cpu", "CPU seconds", "CPU s"))
     ]
+    mb = r["size"] / 1e6
     return [
         result(
-            f"log analysis throughput, {mb:.0f} MB mixed-format log (CPU s)",
-            m["base_cpu"] / m["ours_cpu"],
-            f"one generic key/value regex per line, {mb / m['base_cpu']:.1f} MB/s",
+            f"log analysis throughput, {mb:.0f} MB of real logs in 7 formats (CPU s)",
+            r["naive_cpu"] / r["ours_cpu"],
+            f"the naive one-regex-per-line scan, {mb / r['naive_cpu']:.1f} MB/s",
             5.0,
             unit="x faster",
-            details=f"trainsleuth {mb / m['ours_cpu']:.1f} MB/s, best of {repeat}",
+            details=f"trainsleuth {mb / r['ours_cpu']:.1f} MB/s, best of {repeat}",
             command=cmd,
         ),
         result(
-            f"peak RSS analysing the {mb:.0f} MB log",
+            f"peak RSS analysing a {m['size'] / 1e6:.0f} MB log of real logs",
             m["rss_mb"] / 300,
             "the 300 MB budget",
             1.0,
             direction="lower",
             unit="x budget",
-            details=f"{m['rss_mb']:.0f} MB",
+            details=f"{m['rss_mb']:.0f} MB, {m['size'] / 1e6 / m['cpu']:.1f} MB/s",
             command=cmd,
         ),
         *csv_results,
@@ -220,18 +187,20 @@ def run_benchmark(quick: bool = False) -> list[BenchResult]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--size", default="1G", help="size of the mixed-format log (default 1G)")
+    ap.add_argument("--size", default="105M", help="real logs, all formats together (default 105M)")
+    ap.add_argument("--rss-size", default="1G", help="the memory test's log (default 1G)")
     ap.add_argument("--csv-size", default="200M", help="size of the CSV (default 200M)")
     ap.add_argument("--repeat", type=int, default=1, help="alternating runs of each side")
-    ap.add_argument("--skip-csv", action="store_true", help="only the mixed-format log")
-    ap.add_argument("--skip-mixed", action="store_true", help="only the CSV comparison")
-    ap.add_argument("--skip-baseline", action="store_true",
-                    help="mixed log: measure trainsleuth only (throughput and peak RSS), e.g. at 1G on a slow box")  # fmt: skip
+    ap.add_argument("--skip-real", action="store_true", help="no real-log throughput comparison")
+    ap.add_argument("--skip-rss", action="store_true", help="no memory test")
+    ap.add_argument("--skip-csv", action="store_true", help="no CSV comparison")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="ts-bench-logs-"))
     try:
-        if not args.skip_mixed:
-            mixed(tmp, args)
+        if not args.skip_real:
+            real(tmp, args)
+        if not args.skip_rss:
+            memory(tmp, args)
         if not args.skip_csv:
             csv_compare(tmp, args)
     finally:
@@ -239,25 +208,52 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def mixed(tmp: Path, args: argparse.Namespace) -> dict[str, float]:
-    log = tmp / "mixed.log"
+def real(tmp: Path, args: argparse.Namespace) -> dict[str, float]:
+    from benchmarks.reallogs import SOURCES, build
+
     t = time.perf_counter()
-    size = make_mixed_log(log, parse_size(args.size))
-    print(f"generated {size / 1e6:.0f} MB mixed-format log in {time.perf_counter() - t:.0f}s", flush=True)
-    base_t, ours_t, rss = [], [], []
+    files = build(tmp / "real", parse_size(args.size))
+    size = sum(p.stat().st_size for p in files.values())
+    print(
+        f"built {size / 1e6:.0f} MB of real logs ({len(files)} formats) in {time.perf_counter() - t:.0f}s",
+        flush=True,
+    )
+    paths = list(files.values())
+    naive_t, ours_t = [], []
+    last: tuple[dict, dict] = ({}, {})  # type: ignore[type-arg]
     for _ in range(args.repeat):
-        b = [math.nan, 0.0] if args.skip_baseline else run_child(BASELINE, log)
-        base_t.append(b[0])
-        o = run_child(OURS, log)
-        ours_t.append(o[0])
-        rss.append(o[3])
-        print(f"  baseline {b[0]:.1f} CPU s ({int(b[1])} keys) | trainsleuth {o[0]:.1f} CPU s ({int(o[1])} series, "
-              f"{int(o[2])} events, {int(o[4])} records), peak RSS {o[3]:.0f} MB", flush=True)  # fmt: skip
-    bt, ot = min(base_t), min(ours_t)
-    print(f"mixed log {size / 1e6:.0f} MB: baseline {size / 1e6 / bt:.1f} MB/s, trainsleuth {size / 1e6 / ot:.1f} MB/s "
-          f"(CPU), ratio {bt / ot:.2f}x (goal >= 5x); peak RSS {max(rss):.0f} MB (goal < 300 MB)", flush=True)  # fmt: skip
+        nt, naive = run_json(NAIVE, paths)
+        ot, ours = run_json(OURS, paths)
+        naive_t.append(nt)
+        ours_t.append(ot)
+        last = (naive, ours)
+        print(f"  naive scan {nt:.2f} CPU s | trainsleuth {ot:.2f} CPU s (ratio {nt / ot:.2f}x)", flush=True)
+    naive, ours = last
+    for src in SOURCES:
+        p = str(files[src.name])
+        mb = files[src.name].stat().st_size / 1e6
+        print(f"    {src.name:22} {mb:5.1f} MB: naive {naive[p][0]:.2f} CPU s, trainsleuth {ours[p][0]:.2f} CPU s "
+              f"({naive[p][0] / ours[p][0]:.1f}x), {ours[p][3]} records, verdict {ours[p][4]}", flush=True)  # fmt: skip
+    nt, ot = min(naive_t), min(ours_t)
+    print(f"real logs {size / 1e6:.0f} MB: naive {size / 1e6 / nt:.1f} MB/s, trainsleuth {size / 1e6 / ot:.1f} MB/s "
+          f"(CPU, imports included), ratio {nt / ot:.2f}x (goal >= 5x)", flush=True)  # fmt: skip
+    shutil.rmtree(tmp / "real", ignore_errors=True)
+    return {"size": size, "naive_cpu": nt, "ours_cpu": ot}
+
+
+def memory(tmp: Path, args: argparse.Namespace) -> dict[str, float]:
+    from benchmarks.reallogs import mixed
+
+    log = tmp / "real-1g.log"
+    t = time.perf_counter()
+    size = mixed(log, parse_size(args.rss_size))
+    print(f"built a {size / 1e6:.0f} MB log of real logs in {time.perf_counter() - t:.0f}s", flush=True)
+    cpu, out = run_json(OURS, [log])
+    rec = out[str(log)]
+    print(f"memory: {size / 1e6:.0f} MB in {cpu:.1f} CPU s ({size / 1e6 / cpu:.1f} MB/s), {rec[3]} records, "
+          f"{rec[1]} series, peak RSS {out['rss_mb']:.0f} MB (goal < 300 MB)", flush=True)  # fmt: skip
     log.unlink()
-    return {"size": size, "base_cpu": bt, "ours_cpu": ot, "rss_mb": max(rss)}
+    return {"size": size, "cpu": cpu, "rss_mb": out["rss_mb"]}
 
 
 def csv_compare(tmp: Path, args: argparse.Namespace) -> dict[str, float]:

@@ -21,6 +21,8 @@ def _private_state_root(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     the workspace); servers started as subprocesses inherit it through the environment."""
     root = tmp_path_factory.mktemp("state-root")
     monkeypatch.setenv("TRAINSLEUTH_STATE_DIR", str(root))
+    # A refused approval answers at once in tests; tests of the wait set their own.
+    monkeypatch.setenv("TRAINSLEUTH_APPROVAL_WAIT_S", "0")
     return root
 
 

@@ -115,6 +115,29 @@ def test_script_missing_everywhere_stops_as_command_not_found(tmp_path: Path) ->
     assert tree_digest(history.path) == before
 
 
+def test_untracked_reproducer_named_by_the_command_is_copied_into_each_candidate(tmp_path: Path) -> None:
+    """The user's own check.sh is untracked (as in the agent benchmark): `git bisect run` in the
+    checkout sees it at every commit, so every candidate worktree gets a copy; the checkout is left
+    as it was, and a commit that tracks the same path keeps its own version."""
+    history = make_history(tmp_path / "repo", 16, 9)
+    (history.path / "check.sh").write_text("test ! -f bug\n")
+    (history.path / "secret.txt").write_text("not named by the command\n")
+    before = tree_digest(history.path)
+
+    result = run(history.path, history.good, history.bad, "sh check.sh; echo $? > /dev/null; sh check.sh")
+
+    assert result["first_bad_commit"]["hash"] == history.bug_commit
+    assert result["carried_files"] == ["check.sh"]
+    assert all(s["exit_code"] in (0, 1) for s in result["steps"]), result["steps"]
+    assert tree_digest(history.path) == before
+    assert git(history.path, "status", "--porcelain").split() == ["??", "check.sh", "??", "secret.txt"]
+
+    # a tracked script is never replaced by the checkout's copy, and paths leaving the repo are ignored
+    (tmp_path / "outside.sh").write_text("exit 0\n")
+    plan = prepare_commit_bisect(history.path, history.good, history.bad, "sh counter.txt ../outside.sh")
+    assert plan.carried == []
+
+
 def test_good_and_bad_both_failing_is_reported(tmp_path: Path) -> None:
     history = make_history(tmp_path / "repo", 30, 10)
     with pytest.raises(BisectError, match="good and bad both fail") as err:

@@ -60,6 +60,13 @@ def test_quiet_on_a_correct_resume(case: str) -> None:
     assert report.mode == ("user save/load" if case == "correct" else "state_dict")
     if case == "state_dicts":
         assert any(u.startswith("dataloader position") for u in report.untested)
+        # Without the project's own save/load, "restored" proves nothing about its checkpoints: it says so
+        # (a blind assistant was told "restores everything" about a checkpoint that drops the scheduler).
+        assert any(u.startswith("your checkpoint code") for u in report.untested)
+        assert "NOT by your checkpoint code" in render_resume(report)
+    else:
+        assert not any(u.startswith("your checkpoint code") for u in report.untested)
+        assert "NOT by your checkpoint code" not in render_resume(report)
 
 
 HIDDEN = """\

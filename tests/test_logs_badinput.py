@@ -20,7 +20,9 @@ def test_empty_file(tmp_path: Path) -> None:
     p.write_bytes(b"")
     report = analyze(p)
     assert not report.has_metrics and report.events == []
-    assert report.notes[0].startswith("No metrics found") and "the file is empty" in report.notes
+    assert report.verdict == "not_understood" and report.healthy is None
+    assert report.notes[0].startswith("Not understood: no metric records were read")
+    assert any(n.startswith("No metrics found") for n in report.notes) and "the file is empty" in report.notes
 
 
 def test_binary_file_is_refused_plainly(tmp_path: Path) -> None:
@@ -55,8 +57,8 @@ def test_log_without_metrics_says_so(tmp_path: Path) -> None:
     p = tmp_path / "chatter.log"
     p.write_text("Starting training\nLoading data from /data\nDone.\n")
     report = analyze(p)
-    assert not report.has_metrics and report.healthy
-    assert "No metrics found" in report.notes[0]
+    assert not report.has_metrics and report.healthy is None and report.verdict == "not_understood"
+    assert any("No metrics found" in n for n in report.notes)
 
 
 def test_folder_with_thousands_of_files(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from trainsleuth.tools.logs import analyze, collect
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.csvread import ARROW_MIN_BYTES, read_csv
 from trainsleuth.tools.logs.errors import ErrorScanner
-from trainsleuth.tools.logs.readers import ReadContext, ReadStats
+from trainsleuth.tools.logs.formats.csvfile import ARROW_MIN_BYTES, read_csv
+from trainsleuth.tools.logs.source import ReadContext, ReadStats
 
 DATA = Path(__file__).parent / "data" / "logs"
 

@@ -41,7 +41,7 @@ def _mixed_lines(n: int, seed: int = 0) -> list[str]:
 def _expected(lines: list[str]) -> dict[str, list[tuple[float, float]]]:
     out: dict[str, list[tuple[float, float]]] = {}
     for line in lines:
-        for step, metrics in parse_line_auto(line):
+        for step, metrics, _source in parse_line_auto(line):
             assert step is not None
             for name, value in metrics.items():
                 out.setdefault(name, []).append((step, value))
@@ -53,9 +53,9 @@ def _same(a: float, b: float) -> bool:
 
 
 def test_fast_path_matches_line_parsers(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from trainsleuth.tools.logs import readers
+    from trainsleuth.tools.logs import source
 
-    monkeypatch.setattr(readers, "BLOCK", 64 << 10)  # many blocks, so templates do the bulk of the work
+    monkeypatch.setattr(source, "BLOCK", 64 << 10)  # many blocks, so templates do the bulk of the work
     lines = _mixed_lines(6000)
     p = tmp_path / "mixed.log"
     p.write_text("\n".join(lines) + "\n")

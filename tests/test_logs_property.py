@@ -25,7 +25,7 @@ log_like = st.lists(st.one_of(_pieces, st.text(max_size=8)), max_size=40).map(""
 @settings(max_examples=300, deadline=None)
 def test_line_parsers_never_raise(line: str) -> None:
     for name, parser in LINE_PARSERS.items():
-        for step, metrics in parser(line):
+        for step, metrics, _source in parser(line):
             assert step is None or isinstance(step, float), name
             assert all(isinstance(k, str) and isinstance(v, float) for k, v in metrics.items())
     clean_line(line)
@@ -45,6 +45,7 @@ def test_analyze_never_raises_on_arbitrary_bytes(data: bytes) -> None:
             except LogInputError as exc:  # a clear refusal is fine (binary input, broken JSON)
                 assert exc.message
                 continue
-            assert report.healthy in (True, False)
+            assert report.healthy in (True, False, None)
+            assert (report.healthy is None) == (report.verdict == "not_understood")
             for e in report.events:
                 assert e.code

@@ -11,9 +11,9 @@ import pytest
 
 from trainsleuth.tools.logs import LogInputError, collect
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.csvread import read_csv
 from trainsleuth.tools.logs.errors import ErrorScanner
-from trainsleuth.tools.logs.readers import MAX_LINE, ReadContext, ReadStats, iter_raw_blocks
+from trainsleuth.tools.logs.formats.csvfile import read_csv
+from trainsleuth.tools.logs.source import MAX_LINE, ReadContext, ReadStats, iter_raw_blocks
 from trainsleuth.tools.logs.spans import file_spans
 
 

@@ -77,3 +77,22 @@ async def test_tolerance_is_honoured_and_contract_errors_are_explained(workspace
         assert "'model'" in r.content[0].text and "Next step" in r.content[0].text
         r = await client.call_tool("compare_precision", {"entrypoint": "broken.py:entry", "dtypes": ["fp8"]})
         assert r.is_error
+
+
+@pytest.mark.anyio
+async def test_precision_lost_in_forward_code_between_modules_is_told_apart(workspace: Path) -> None:
+    """A subtraction that is no module (found in the blind agent benchmark: the tool blamed the head that
+    only inherited the damage, and keeping the head in fp32 did not help)."""
+    result = await _compare(
+        workspace, {"entrypoint": "bf16_sensitive.py:between_modules", "dtypes": ["bf16"]}
+    )
+    assert not result.is_error, result.content[0].text
+    [bf16] = result.structured_content["findings"]
+    assert bf16["module"] == "head.0" and bf16["evidence"]["lost_between_modules"] is True
+    assert bf16["evidence"]["previous_module"] == "position"
+    assert bf16["evidence"]["previous_output_rel_error"] < 0.05 < bf16["evidence"]["input_rel_error"]
+    assert "INPUT of head.0" in bf16["message"] and "between modules" in bf16["message"]
+    # where the module itself loses the precision, the message says so and not "between modules"
+    center = await _compare(workspace, {"entrypoint": "bf16_sensitive.py:entry", "dtypes": ["bf16"]})
+    [f] = center.structured_content["findings"]
+    assert f["module"] == "center" and f["evidence"]["lost_between_modules"] is False

@@ -48,7 +48,13 @@ async def test_adversary_tries_to_skip_every_gate(tmp_path: Path) -> None:
                                               "no_knowledge_reason": "x"}, "verify_fix")  # fmt: skip
         # Gate 4 without evidence, with invented evidence, with another investigation's evidence.
         await d.refused(
-            "submit_diagnosis", d.diagnosis(iid, "x", evidence_ids=[]), "at least one evidence id"
+            "submit_diagnosis", d.diagnosis(iid, "x", evidence_ids=[]), "cites no evidence id", "evidence_ids"
+        )
+        # Everything a diagnosis lacks is named in one refusal, not one field per call.
+        bare = {"investigation_id": iid, "symptom": "s", "root_cause": "r", "mechanism": "m",
+                "proposed_fix": {"change": "c"}, "confidence": 0.9}  # fmt: skip
+        await d.refused(
+            "submit_diagnosis", bare, "evidence_ids", "disproving_observation", "proposed_fix.files"
         )
         await d.refused("submit_diagnosis", d.diagnosis(iid, "ev-invented"), "does not exist", "ev-invented")
         await d.refused("submit_diagnosis", d.diagnosis(iid, other_ev), "does not exist", other_ev)

@@ -84,6 +84,62 @@ async def test_a_finding_alone_does_not_skip_the_hypotheses(tmp_path: Path) -> N
         assert "not stored as evidence: 2 investigations are open" in text_of(again)
 
 
+async def test_a_localised_error_found_by_running_the_code_settles_it(tmp_path: Path) -> None:
+    """A runtime-only bug (no history to bisect): the probe ran the user's code and named the module and
+    parameters at error severity. That experiment already tested the cause, so the full pathway asks
+    for no hypothesis rounds. The assistant's own record_evidence, a warning, or a finding with no place
+    never settle it."""
+    ws = make_repo(
+        tmp_path / "ws",
+        {
+            "train.py": "lr = 10\n",
+            "model.py": (REPO / "examples" / "probe" / "broken_not_in_optimizer.py").read_text(),
+        },
+    )
+    server, _, person = server_with_person(ws)
+    async with Client(server) as c:
+        d = Driver(c, person)
+        iid = (
+            await d.ok("start_investigation", {"symptom": "accuracy stays at chance", "reproducer": REPRO})
+        )["investigation_id"]
+        forged = await d.ok(
+            "record_evidence",
+            {
+                "investigation_id": iid,
+                "summary": "the probe said so",
+                "data": {
+                    "findings": [{"code": "params_not_updated", "severity": "error", "module": "backbone"}]
+                },
+            },
+        )
+        await d.refused("submit_diagnosis", d.diagnosis(iid, forged["evidence_id"]), "confirmed hypothesis")
+        probe = await d.ok("probe_gradients", {"entrypoint": "model.py:broken", "steps": 3})
+        assert any(f["code"] == "params_not_updated" and f["severity"] == "error" for f in probe["findings"])
+        out = await d.ok(
+            "submit_diagnosis",
+            d.diagnosis(
+                iid, probe["evidence_id"], evidence_ids=[forged["evidence_id"], probe["evidence_id"]]
+            ),
+        )
+        assert out["diagnosis"]["settled_by"] == [probe["evidence_id"]]
+        text = text_of(await c.call_tool("get_investigation", {"investigation_id": iid}))
+        assert "(an error found by running the code, localised)" in text
+
+
+def test_which_runtime_results_settle() -> None:
+    from trainsleuth.protocol.diagnose import _localised_runtime_finding
+
+    error = {"code": "resume_not_restored", "severity": "error", "module": "LR scheduler step"}
+    assert _localised_runtime_finding("check_resume", {"findings": [error]})
+    assert _localised_runtime_finding("check_resume", {"result": {"findings": [error]}})  # a job's result
+    params = {"code": "loss_broadcast", "severity": "error", "evidence": {"params": ["head.weight"]}}
+    assert _localised_runtime_finding("probe_gradients", {"findings": [params]})
+    assert not _localised_runtime_finding("record_evidence", {"findings": [error]})
+    assert not _localised_runtime_finding("analyze_training_log", {"findings": [error]})
+    assert not _localised_runtime_finding("check_resume", {"findings": [{**error, "severity": "warning"}]})
+    assert not _localised_runtime_finding("check_resume", {"findings": [{**error, "module": None}]})
+
+
 async def test_next_steps_follow_the_state(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
     server, _, person = server_with_person(ws)

@@ -49,3 +49,29 @@ def healthy():
         "batch": (x, y),
         "loss_fn": lambda m, b: nn.functional.mse_loss(m(b[0]), b[1]),
     }
+
+
+class Displacement(nn.Module):
+    """The cancellation in plain forward code, in no module: two encodings of absolute positions
+    (thousands of metres) are subtracted to get a movement of a few metres."""
+
+    def __init__(self):
+        super().__init__()
+        self.position = nn.Linear(2, 16)
+        self.head = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 2))
+
+    def forward(self, prev, cur):
+        return self.head(self.position(cur) - self.position(prev))
+
+
+def between_modules():
+    torch.manual_seed(0)
+    model = Displacement()
+    prev = 2000 + 4000 * torch.rand(64, 2)
+    cur = prev + 3 * torch.randn(64, 2)
+    y = cur - prev
+    return {
+        "model": model,
+        "batch": (prev, cur, y),
+        "loss_fn": lambda m, b: nn.functional.mse_loss(m(b[0], b[1]), b[2]),
+    }

@@ -91,6 +91,12 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--url", default=None, help="run against this streamable-HTTP server instead")
     run.add_argument("--token", default=None, help="bearer token for --url (discouraged: `ps` shows it)")
     run.add_argument("--token-file", default=None, metavar="FILE", help="read the bearer token from FILE")
+    run.add_argument(
+        "--workspace",
+        default=None,
+        metavar="PATH",
+        help="the workspace the default server serves and write/shell steps act in (default: the playbook's folder)",
+    )
     run.set_defaults(func=run_playbook_cmd)
     tools = csub.add_parser("tools", help="list the server's tools")
     tools.add_argument(
@@ -104,7 +110,9 @@ def add_parser(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    describe.add_argument("tool", help="tool name, e.g. bisect_versions")
+    describe.add_argument(
+        "tool", nargs="+", help="tool name(s), e.g. bisect_versions (several at once: fewer calls)"
+    )
     describe.add_argument("--json", action="store_true", help="print the tool definition and an example")
     _add_server_options(describe)
     describe.set_defaults(func=run_describe)
@@ -317,7 +325,19 @@ def run_tools(args: argparse.Namespace) -> int:
         for t in tools:
             desc = t.get("description") or ""
             print(f"{t['name']}: {desc.splitlines()[0] if desc else ''}")
+            print(f"    args: {_argument_names(t.get('inputSchema') or {})}")
+        print(
+            "(* = required; `trainsleuth client describe TOOL [TOOL...]` gives types, bounds and an example call)"
+        )
     return 0
+
+
+def _argument_names(schema: dict[str, Any]) -> str:
+    """One line of argument names, required first and starred, so most calls need no describe."""
+    props = schema.get("properties") or {}
+    required = [n for n in props if n in set(schema.get("required") or [])]
+    optional = [n for n in props if n not in set(required)]
+    return ", ".join([f"{n}*" for n in required] + optional) or "(none)"
 
 
 def run_describe(args: argparse.Namespace) -> int:
@@ -333,21 +353,34 @@ def run_describe(args: argparse.Namespace) -> int:
         tools = {t["name"]: t for t in _list_tools(target)}
     except Exception as exc:
         return _fail(f"cannot list tools on {target.describe()}", exc, target)
-    tool = tools.get(args.tool)
-    if tool is None:
-        hint = closest(args.tool, sorted(tools))
-        did = f"; did you mean {hint!r}?" if hint else ""
-        print(
-            f"trainsleuth client: no tool {args.tool!r}{did} (trainsleuth client tools lists them)",
-            file=sys.stderr,
-        )
+    unknown = [name for name in args.tool if name not in tools]
+    if unknown:
+        for name in unknown:
+            hint = closest(name, sorted(tools))
+            did = f"; did you mean {hint!r}?" if hint else ""
+            print(
+                f"trainsleuth client: no tool {name!r}{did} (trainsleuth client tools lists them)",
+                file=sys.stderr,
+            )
         return 2
-    schema = tool.get("inputSchema") or {}
+    chosen = [tools[name] for name in args.tool]
     if args.json:
-        print(json.dumps({**tool, "example_arguments": example_arguments(schema, tool["name"])}, indent=2))
+        out = [
+            {**t, "example_arguments": example_arguments(t.get("inputSchema") or {}, t["name"])}
+            for t in chosen
+        ]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
         print(
-            describe_tool(tool["name"], tool.get("description") or "", schema, tool.get("annotations") or {})
+            "\n\n".join(
+                describe_tool(
+                    t["name"],
+                    t.get("description") or "",
+                    t.get("inputSchema") or {},
+                    t.get("annotations") or {},
+                )
+                for t in chosen
+            )
         )
     return 0
 
@@ -359,7 +392,8 @@ def run_playbook_cmd(args: argparse.Namespace) -> int:
 
     try:
         token = url_token(args.url, args.token, args.token_file) if args.url else None
-        playbook = load_playbook(Path(args.playbook), url=args.url, token=token)
+        workspace = Path(args.workspace) if args.workspace else None
+        playbook = load_playbook(Path(args.playbook), url=args.url, token=token, workspace=workspace)
     except UsageError as exc:
         return _fail("usage", exc)
 
@@ -367,7 +401,8 @@ def run_playbook_cmd(args: argparse.Namespace) -> int:
         if args.json:
             return
         status = "ERROR" if step.is_error and step.failures else ("FAIL" if step.failures else "ok")
-        print(f"[{status}] {step.name} ({step.kind} {step.target})")
+        target = step.target if len(step.target) <= 80 else step.target[:77] + "..."
+        print(f"[{status}] {step.name} ({step.kind} {target}, {step.seconds:.1f}s)", flush=True)
         for failure in step.failures:
             print(f"    - {failure}")
 

@@ -1,6 +1,7 @@
 """`trainsleuth logs analyze|extract` (issue 4): training-log analysis from the command line.
 
-Exit codes: 0 ok, 1 an event at or above --fail-on, 2 usage, 3 the input cannot be analysed.
+Exit codes: 0 ok, 1 an event at or above --fail-on, 2 usage, 3 the input cannot be analysed,
+4 the log was read but not understood (no loss series recognised) and --fail-on was given.
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ FORMAT_CHOICES = (
     "tensorboard", "mlflow", "markdown",
 )  # fmt: skip
 
+EXIT_CODES = """exit codes:
+  0  done (healthy, or nothing at or above --fail-on)
+  1  problems found: an event at or above --fail-on
+  2  usage error
+  3  the input cannot be analysed (missing, binary, not a regular file, unknown key in --role, ...)
+  4  not understood: no loss series was recognised, so nothing was judged (with any --fail-on
+     but never); map the keys with --role loss=KEY [--role step=KEY]"""
+
+EXIT_NOT_UNDERSTOOD = 4
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -25,22 +36,33 @@ def add_parser(sub: Any) -> None:
         description="analyse a training log or run folder (logs analyze|extract PATH)",
     )
     lsub = p.add_subparsers(dest="logs_command", metavar="ACTION")
-    a = lsub.add_parser("analyze", help="report anomalies (findings.md log codes) and error lines")
-    a.add_argument("path", help="log file, or run folder (TensorBoard log dir, MLflow run)")
+    a = lsub.add_parser(
+        "analyze",
+        help="report anomalies (findings.md log codes), error lines and a verdict",
+        description="Read a training log or run folder and report a verdict (healthy, problems, not "
+        "understood), the log events of findings.md and a parse report of how it was read.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a.add_argument("path", help="log file (.gz too), or run folder (TensorBoard log dir, MLflow run)")
     a.add_argument(
         "--format", default="auto", choices=FORMAT_CHOICES, help="force a format (default: detect)"
     )
+    a.add_argument("--role", action="append", default=[], metavar="ROLE=KEY",
+                   help="correct the reading, e.g. --role loss=trl --role step=s (repeatable)")  # fmt: skip
     a.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     a.add_argument("--plot", metavar="OUT.png", help="write a PNG plot of the key metrics with events marked")
     add_fail_on(a)
     a.set_defaults(func=run_analyze)
-    e = lsub.add_parser("extract", help="print chosen metric series, downsampled with extremes kept")
+    e = lsub.add_parser("extract", help="print chosen metric series, downsampled with extremes kept",
+                        epilog="exit codes: 0 done, 1 none of the asked metrics exists, 2 usage, 3 bad input")  # fmt: skip
     e.add_argument("path")
     e.add_argument("--metric", action="append", default=[], help="metric name or role (repeatable)")
     e.add_argument("--max-points", type=int, default=500, help="at most N points per series (default 500)")
     e.add_argument("--step-min", type=float)
     e.add_argument("--step-max", type=float)
     e.add_argument("--format", default="auto", choices=FORMAT_CHOICES)
+    e.add_argument("--role", action="append", default=[], metavar="ROLE=KEY", help="as for analyze")
     e.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     e.set_defaults(func=run_extract)
     p.set_defaults(func=_usage, _parser=p)
@@ -64,15 +86,17 @@ def run_analyze(args: argparse.Namespace) -> int:
     from trainsleuth.tools.findings import SEVERITY_RANK
     from trainsleuth.tools.logs import LogInputError
     from trainsleuth.tools.logs.analyze import build_report, collect
+    from trainsleuth.tools.logs.infer import parse_roles
 
     path = Path(args.path)
     if not path.exists() and not path.is_symlink():
         return _error(f"{args.path}: no such file or folder", "check the path")
     try:
-        collector, errors, stats = collect(path, args.format)
+        user = parse_roles(args.role)
+        collector, errors, stats = collect(path, args.format, step_key=user.get("step"))
+        report = build_report(path, collector, errors, stats, user)
     except LogInputError as exc:
         return _error(exc.message, exc.next_step)
-    report = build_report(path, collector, errors, stats)
     if args.plot:
         from trainsleuth.tools.extras import MissingExtra
         from trainsleuth.tools.logs.plot import render_png
@@ -96,25 +120,43 @@ def run_analyze(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         _print_report(report)
-    if fail_level(args.fail_on):
-        floor = SEVERITY_RANK[args.fail_on]
+    level = fail_level(args.fail_on)
+    if level:
+        floor = SEVERITY_RANK[level]
         if any(SEVERITY_RANK[e.severity] >= floor for e in report.events):
             return 1
+        if report.verdict == "not_understood":
+            print(
+                "trainsleuth logs: not understood: no loss series was recognised, so nothing was judged",
+                file=sys.stderr,
+            )
+            print("next step: map the keys with --role loss=KEY (and --role step=KEY)", file=sys.stderr)
+            return EXIT_NOT_UNDERSTOOD
     return 0
 
 
 def _print_report(report: Any) -> None:
+    from trainsleuth.tools.logs.render import parse_lines, value, verdict_line
+
     out = sys.stdout
-    verdict = "healthy (no warning or error events)" if report.healthy else "problems found"
+    parse = report.parse.model_dump()
     out.write(
-        f"{report.path}: {report.format}, {report.records} records, {len(report.series)} metrics: {verdict}\n"
+        f"{report.path}: {report.format}, {report.records} records, {len(report.series)} metrics: "
+        f"{verdict_line(report.verdict, parse['judged'])}\n"
     )
     for note in report.notes:
         out.write(f"note: {note}\n")
+    for line in parse_lines(parse):
+        out.write(f"parse: {line}\n")
     for s in report.series[:30]:
-        rng = (
-            f"{s.first} -> {s.last} (min {s.min}, max {s.max})" if s.first is not None else "no finite values"
-        )
+        if s.first is None:
+            rng = "no finite values"
+        else:
+            rng = f"{value(s.first)} -> {value(s.last)}"
+            if s.min is not None:
+                rng += f" (min {value(s.min)}, max {value(s.max)})"
+        if s.nonfinite:
+            rng += f"; {s.nonfinite} NaN/Inf from step {value(s.first_nonfinite_step)}"
         out.write(f"  {s.name} [{s.role}]: {s.points} points, {rng}\n")
     if report.events:
         out.write("events:\n")
@@ -137,7 +179,7 @@ def run_extract(args: argparse.Namespace) -> int:
         return _error(f"{args.path}: no such file or folder", "check the path")
     try:
         res = extract(path, args.metric, max_points=args.max_points, step_min=args.step_min,
-                      step_max=args.step_max, fmt=args.format)  # fmt: skip
+                      step_max=args.step_max, fmt=args.format, roles=args.role)  # fmt: skip
     except LogInputError as exc:
         return _error(exc.message, exc.next_step)
     if args.json:
@@ -149,5 +191,5 @@ def run_extract(args: argparse.Namespace) -> int:
         for s in res.series:
             print(f"# {s.name} [{s.role}] {len(s.values)} of {s.points_in_log} points")
             for st, v in zip(s.steps, s.values, strict=False):
-                print(f"{st:g}\t{v:.9g}")
+                print(f"{st:g}\t{v:.9g}" if isinstance(v, float) else f"{st:g}\t{v}")
     return 1 if res.missing and not res.series else 0

@@ -29,6 +29,17 @@ Playbook (YAML)::
         expect: {contains: "Root cause first"}
       - tool: get_investigation
         args: {investigation_id: "${start.investigation_id}"}   # values from an earlier step
+      - write: {path: .trainsleuth/scratch/entry.py, text: "..."}   # the assistant writes a file
+      - shell: git apply "$PLAYBOOK_DIR/fix.patch"                  # ... or runs a command
+      - tool: approve_diagnosis
+        args: {investigation_id: "${start.investigation_id}"}
+        dialog:                         # the playbook answers the person's dialog, and says so
+          stand_in: "playbook X (CI), standing in for the person"
+          answer: {decision: approve, comment: "..."}
+
+`${workspace}` and `${playbook_dir}` are the workspace and the playbook's folder. The workspace is
+the playbook's folder unless `trainsleuth client run --workspace DIR` names another. Step kinds
+beyond tool calls, dialogs and job following: `clients/playbook_steps.py`.
 """
 
 from __future__ import annotations
@@ -94,7 +105,7 @@ def parse_arg(item: str) -> tuple[str, Any]:
     return key, value
 
 
-def open_client(target: ServerTarget, elicitation_callback: Any = None) -> Any:
+def open_client(target: ServerTarget, elicitation_callback: Any = None, client_info: Any = None) -> Any:
     from mcp import Client, StdioServerParameters
 
     if target.url:
@@ -105,7 +116,7 @@ def open_client(target: ServerTarget, elicitation_callback: Any = None) -> Any:
         transport: AbstractAsyncContextManager[Any] = streamable_http_client(
             target.url, http_client=create_mcp_http_client(headers=headers)
         )
-        return Client(transport, elicitation_callback=elicitation_callback)
+        return Client(transport, elicitation_callback=elicitation_callback, client_info=client_info)
     if not target.command:
         raise UsageError("no server command given")
     params = StdioServerParameters(
@@ -114,7 +125,7 @@ def open_client(target: ServerTarget, elicitation_callback: Any = None) -> Any:
         env=dict(os.environ),
         cwd=str(target.cwd) if target.cwd else None,
     )
-    return Client(params, elicitation_callback=elicitation_callback)
+    return Client(params, elicitation_callback=elicitation_callback, client_info=client_info)
 
 
 # ------------------------------------------------------------------------------ results
@@ -129,6 +140,8 @@ class StepResult:
     text: str
     structured: Any
     failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    job_polls: int = 0  # get_job calls made to follow a job the tool handed back
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -138,6 +151,8 @@ class StepResult:
             "structured": self.structured,
             "text": self.text,
             "failures": self.failures,
+            "seconds": round(self.seconds, 3),
+            "job_polls": self.job_polls,
         }
 
 
@@ -245,6 +260,11 @@ def check_expectations(step: StepResult, expect: Mapping[str, Any]) -> list[str]
             failures.append(f"[{item['severity']}] {item.get('code')}{where}: {item.get('message', '')}")
         if len(bad) > 20:
             failures.append(f"... and {len(bad) - 20} more at or above {level}")
+        if isinstance(step.structured, Mapping) and step.structured.get("verdict") == "not_understood":
+            # a log analysis that recognised no loss judged nothing: never a pass
+            failures.append(
+                "verdict not_understood: nothing was judged (map the keys with roles, e.g. loss=KEY)"
+            )
     for path, value in (expect.get("equals") or {}).items():
         got = lookup(step.structured, str(path))
         if got is _MISSING:
@@ -303,14 +323,25 @@ def _resolve_ref(match: re.Match[str], saved: Mapping[str, Any]) -> Any:
     return got
 
 
+STEP_KINDS = ("tool", "read_resource", "write", "shell")
+STEP_KEYS = {*STEP_KINDS, "name", "args", "expect", "dialog", "timeout_s"}
+BUILTINS = ("workspace", "playbook_dir")
+
+
 @dataclass
 class Playbook:
     target: ServerTarget
     steps: list[dict[str, Any]]
+    workspace: Path = field(default_factory=Path.cwd)  # where write/shell steps act
+    base: Path = field(default_factory=Path.cwd)  # the playbook's own folder
 
 
-def load_playbook(path: Path, *, url: str | None = None, token: str | None = None) -> Playbook:
+def load_playbook(
+    path: Path, *, url: str | None = None, token: str | None = None, workspace: Path | None = None
+) -> Playbook:
     import yaml
+
+    from trainsleuth.clients.playbook_steps import PlaybookStepError, check_dialog
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -320,7 +351,15 @@ def load_playbook(path: Path, *, url: str | None = None, token: str | None = Non
         raise UsageError(f"the playbook {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, Mapping) or not isinstance(data.get("steps"), list) or not data["steps"]:
         raise UsageError(f"the playbook {path} needs a non-empty 'steps' list")
+    unknown_top = set(data) - {"server", "steps", "description"}
+    if unknown_top:
+        raise UsageError(
+            f"the playbook {path}: unknown key(s) {sorted(unknown_top)}; known: description, server, steps"
+        )
     base = path.parent.absolute()
+    if workspace is not None and not workspace.is_dir():
+        raise UsageError(f"--workspace {workspace} is not an existing directory")
+    ws = workspace.absolute() if workspace is not None else base
     server = data.get("server") or {}
     if not isinstance(server, Mapping):
         raise UsageError("'server' must be a mapping with 'command' or 'url'")
@@ -341,39 +380,123 @@ def load_playbook(path: Path, *, url: str | None = None, token: str | None = Non
         cmd = cmd.split() if isinstance(cmd, str) else [str(c) for c in cmd]
         if cmd and cmd[0] == "trainsleuth":
             cmd = default_server_command()[:-1] + cmd[1:]
-        target = ServerTarget(command=cmd, cwd=base)
+        target = ServerTarget(command=cmd, cwd=ws)
     else:
-        target = ServerTarget(command=default_server_command(base), cwd=base)
+        target = ServerTarget(command=default_server_command(ws), cwd=ws)
     steps: list[dict[str, Any]] = []
     for i, step in enumerate(data["steps"], 1):
-        if not isinstance(step, Mapping) or ("tool" in step) == ("read_resource" in step):
-            raise UsageError(f"step {i}: give exactly one of 'tool' or 'read_resource'")
+        kinds = [k for k in STEP_KINDS if isinstance(step, Mapping) and k in step]
+        if len(kinds) != 1:
+            raise UsageError(f"step {i}: give exactly one of {', '.join(repr(k) for k in STEP_KINDS)}")
         if "args" in step and not isinstance(step["args"], Mapping):
             raise UsageError(f"step {i}: 'args' must be a mapping")
         if "expect" in step and not isinstance(step["expect"], Mapping):
             raise UsageError(f"step {i}: 'expect' must be a mapping")
-        unknown = set(step) - {"name", "tool", "read_resource", "args", "expect"}
+        unknown = set(step) - STEP_KEYS
         if unknown:
-            raise UsageError(f"step {i}: unknown key(s) {sorted(unknown)}")
-        steps.append(dict(step))
-    return Playbook(target, steps)
+            raise UsageError(f"step {i}: unknown key(s) {sorted(unknown)}; known: {sorted(STEP_KEYS)}")
+        if step.get("name") in BUILTINS:
+            raise UsageError(
+                f"step {i}: the name {step['name']!r} is reserved (${{{step['name']}}} is built in)"
+            )
+        if "dialog" in step and "tool" not in step:
+            raise UsageError(f"step {i}: 'dialog' answers a tool call's dialog; give it on a tool step")
+        if "shell" in step and not isinstance(step["shell"], str):
+            raise UsageError(f"step {i}: 'shell' must be a command line (a string)")
+        checked = dict(step)
+        if "dialog" in step:
+            try:
+                checked["dialog"] = check_dialog(i, step["dialog"])
+            except PlaybookStepError as exc:
+                raise UsageError(str(exc)) from None
+        steps.append(checked)
+    return Playbook(target, steps, ws, base)
+
+
+async def _follow_job(client: Any, result: StepResult) -> StepResult:
+    """A tool that handed back a running job: get_job until it finishes; the tool's own result."""
+    from trainsleuth.clients.playbook_steps import JOB_WAIT_S, MAX_JOB_POLLS, pending_job
+
+    job_id = pending_job(result.structured)
+    polls = 0
+    while job_id is not None and polls < MAX_JOB_POLLS:
+        polls += 1
+        got = await call_tool(client, "get_job", {"job_id": job_id, "wait_s": JOB_WAIT_S}, result.name)
+        data = got.structured if isinstance(got.structured, Mapping) else {}
+        status = data.get("status")
+        if got.is_error or status not in ("running", "queued"):
+            final = dict(data.get("result") or {}) if status == "succeeded" else dict(data)
+            final.update({"job_id": job_id, "status": status})
+            failed = got.is_error or status != "succeeded"
+            return StepResult(result.name, "tool", result.target, failed, got.text, final, job_polls=polls)
+    if job_id is not None:
+        result.is_error = True
+        result.text += f"\n(the job {job_id} was still running after {polls} get_job calls)"
+    result.job_polls = polls
+    return result
+
+
+async def _run_step(
+    client: Any, playbook: Playbook, step: Mapping[str, Any], name: str, saved: dict[str, Any], dialogs: Any
+) -> StepResult:
+    from trainsleuth.clients.playbook_steps import PlaybookStepError, run_shell, write_file
+
+    if "tool" in step:
+        dialogs.expect(step.get("dialog"))
+        try:
+            args = substitute(step.get("args") or {}, saved)
+            result = await call_tool(client, str(step["tool"]), args, name)
+            result = await _follow_job(client, result)
+        finally:
+            unexpected = list(dialogs.unexpected)
+            dialogs.expect(None)
+        if unexpected:
+            result.failures.append(
+                "the server asked the person (a dialog) and this step has no 'dialog:' answer; it was dismissed: "
+                + unexpected[0][:300]
+            )
+        return result
+    if "read_resource" in step:
+        return await read_resource(client, str(substitute(step["read_resource"], saved)), name)
+    try:
+        if "write" in step:
+            text, data = write_file(playbook.workspace, substitute(step["write"], saved))
+            return StepResult(name, "write", str(data["path"]), False, text, data)
+        command = str(substitute(step["shell"], saved))
+        timeout = step.get("timeout_s")
+        failed, text, data = run_shell(
+            playbook.workspace, command, playbook.base, float(timeout) if timeout else None
+        )
+        return StepResult(name, "shell", command, failed, text, data)
+    except PlaybookStepError as exc:
+        raise UsageError(str(exc)) from None
 
 
 async def run_playbook(playbook: Playbook, *, on_step: Any = None) -> tuple[int, list[StepResult]]:
     """Run every step in order; stop at the first server/tool error. Returns (exit code, results)."""
+    import time
+
+    from mcp_types import Implementation
+
+    from trainsleuth import __version__
+    from trainsleuth.clients.playbook_steps import CLIENT_NAME, DialogAnswers
+
     results: list[StepResult] = []
-    saved: dict[str, Any] = {}
+    saved: dict[str, Any] = {"workspace": str(playbook.workspace), "playbook_dir": str(playbook.base)}
     code = EXIT_OK
-    async with open_client(playbook.target) as client:
+    dialogs = DialogAnswers()
+    info = Implementation(name=CLIENT_NAME, version=__version__)
+    async with open_client(playbook.target, elicitation_callback=dialogs, client_info=info) as client:
         for i, step in enumerate(playbook.steps, 1):
-            name = str(step.get("name") or step.get("tool") or step.get("read_resource") or f"step{i}")
+            kind = next(k for k in STEP_KINDS if k in step)
+            name = str(
+                step.get("name") or (step[kind] if kind in ("tool", "read_resource") else f"{kind}{i}")
+            )
             expect = substitute(step.get("expect") or {}, saved)
-            if "tool" in step:
-                args = substitute(step.get("args") or {}, saved)
-                result = await call_tool(client, str(step["tool"]), args, name)
-            else:
-                result = await read_resource(client, str(substitute(step["read_resource"], saved)), name)
-            result.failures = check_expectations(result, expect)
+            started = time.monotonic()
+            result = await _run_step(client, playbook, step, name, saved, dialogs)
+            result.seconds = time.monotonic() - started
+            result.failures += check_expectations(result, expect)
             saved[name] = result.structured
             results.append(result)
             if on_step is not None:

@@ -179,6 +179,16 @@ def take_decision(
     return req
 
 
+def is_pending(conn: sqlite3.Connection, purpose: str, investigation_id: str, target: str) -> bool:
+    """Whether the person still has this exact request in front of them, undecided."""
+    row = conn.execute(
+        "SELECT 1 FROM person_requests WHERE purpose=? AND investigation_id=? AND target=? "
+        "AND status = 'pending' AND expires_at >= ? LIMIT 1",
+        (purpose, investigation_id, target, time.time()),
+    ).fetchone()
+    return row is not None
+
+
 def get_setting(conn: sqlite3.Connection, key: str, default: str | None = None) -> str | None:
     row = conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
     return str(row["value"]) if row is not None else default

@@ -194,6 +194,21 @@ class ProtocolCore:
         with self._tx() as conn:
             return approvals.take_decision(conn, purpose, inv_id, target)
 
+    def wait_terminal_decision(self, purpose: str, inv_id: str, target: str, wait_s: float) -> Any:
+        """Like take_terminal_decision, but while the person's request is still pending, wait up to wait_s
+        for their answer: the assistant would otherwise sleep blind and ask again."""
+        from trainsleuth.protocol import approvals
+
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            decided = self.take_terminal_decision(purpose, inv_id, target)
+            if decided is not None or time.monotonic() >= deadline:
+                return decided
+            with self._read() as conn:
+                if not approvals.is_pending(conn, purpose, inv_id, target):
+                    return None
+            time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+
     def pending_requests(self) -> list[Any]:
         from trainsleuth.protocol import approvals
 
@@ -323,8 +338,8 @@ class ProtocolCore:
         inv["pathway"] = "full"
         self.notices.append(
             f"investigation {inv['id']} switched from the quick pathway to the full protocol: {reason}; "
-            "a new diagnosis now needs ranked hypotheses, tested one at a time (or a bisect and a finding "
-            "that settle the question)"
+            "a new diagnosis now needs ranked hypotheses, tested one at a time (or evidence that settles the "
+            "question: a bisect and a finding, or a localised error found by running the code)"
         )
         inv["data"]["escalation"] = {"at": self.clock(), "at_iso": iso(self.clock()), "reason": reason}
         self._event(
@@ -351,8 +366,8 @@ class ProtocolCore:
                 )
             return (
                 "investigate and compare with what works (analysis tools record their results here), then "
-                "propose_hypotheses (3-5, ranked); a bisect plus a finding that settle it may go straight "
-                "to submit_diagnosis"
+                "propose_hypotheses (3-5, ranked); a bisect plus a finding, or an error a tool found by running "
+                "your code that names where, may go straight to submit_diagnosis"
             )
         if phase == HYPOTHESES:
             return self._hypotheses_step(conn, inv)

@@ -3,8 +3,10 @@
 Rules:
 - a diagnosis cites evidence of this investigation, states what would disprove it, names the files
   of its one proposed change and the reproducer (default: the investigation's);
-- on the full pathway it rests on a confirmed hypothesis, or on a bisect plus a finding that settle
-  the question (cited together), unless a failed fix escalated the investigation;
+- on the full pathway it rests on a confirmed hypothesis, or on evidence that settles the question:
+  a bisect plus a finding (cited together: when and what), or an error a tool found by running the
+  user's own code that names where (a module, parameter or piece of state: an experiment on the code
+  that already came back positive); not after a failed fix escalated the investigation;
 - a root cause already struck out on this problem (three failed fixes) is refused, however worded;
 - the server runs the reproducer on the unfixed tree: if it passes, the diagnosis is refused ("the
   reproducer does not reproduce"); if it fails, that run and a fingerprint of everything the reproducer
@@ -66,15 +68,41 @@ def _has_finding(data: Any) -> bool:
     return False
 
 
+# Tools that run the user's own code on the problem (never the assistant's own record_evidence).
+RUNTIME_SOURCES = frozenset({"probe_gradients", "check_resume", "check_distributed", "compare_precision"})
+_LOCALISED_SEVERITIES = ("error", "critical")
+
+
+def _localised_runtime_finding(source: str, data: Any) -> bool:
+    """An error found by running the user's code that names where: a module, parameters or state."""
+    if source not in RUNTIME_SOURCES or not isinstance(data, dict):
+        return False
+    res = data.get("result") if isinstance(data.get("result"), dict) else data
+    for item in res.get("findings") or []:
+        if not isinstance(item, dict) or item.get("severity") not in _LOCALISED_SEVERITIES:
+            continue
+        where = item.get("module") or (item.get("evidence") or {}).get("params")
+        if item.get("code") and where:
+            return True
+    return False
+
+
 def settling_evidence(conn: sqlite3.Connection, inv_id: str, cited: list[str]) -> list[str]:
-    """[bisect evidence id, finding evidence id] when the cited evidence settles the question, else []."""
+    """The cited evidence ids that settle the question without hypothesis rounds, else [].
+
+    [bisect, finding]: a first bad commit (or version) and a finding; or [runtime finding]: an error a
+    tool found by running the user's code, localised to a module, parameter or piece of state."""
     rows = {
-        r["id"]: json.loads(r["data"])
-        for r in conn.execute("SELECT id, data FROM evidence WHERE investigation_id=?", (inv_id,))
+        r["id"]: (r["source"], json.loads(r["data"]))
+        for r in conn.execute("SELECT id, source, data FROM evidence WHERE investigation_id=?", (inv_id,))
     }
-    bisect = next((e for e in cited if _is_bisect_verdict(rows.get(e))), None)
-    finding = next((e for e in cited if e != bisect and _has_finding(rows.get(e))), None)
-    return [bisect, finding] if bisect and finding else []
+    data = {k: v[1] for k, v in rows.items()}
+    bisect = next((e for e in cited if _is_bisect_verdict(data.get(e))), None)
+    finding = next((e for e in cited if e != bisect and _has_finding(data.get(e))), None)
+    if bisect and finding:
+        return [bisect, finding]
+    runtime = next((e for e in cited if e in rows and _localised_runtime_finding(*rows[e])), None)
+    return [runtime] if runtime else []
 
 
 @dataclass
@@ -99,6 +127,46 @@ def repo_relative(files: list[str], workspace: Path, root: Path) -> set[str]:
     return out
 
 
+def _missing_pieces(spec: DiagnosisSpec, command: str) -> list[tuple[str, str]]:
+    """What Gate 4 needs and the diagnosis lacks, each as (what is missing, how to fill it)."""
+    out: list[tuple[str, str]] = []
+    if not [e for e in spec.evidence_ids if str(e).strip()]:
+        out.append(
+            (
+                "it cites no evidence id",
+                "evidence_ids: ids from analysis tools' results (recorded on the investigation by themselves) "
+                "or from record_evidence for what you observed yourself",
+            )
+        )
+    for name in ("symptom", "root_cause", "mechanism"):
+        if not str(getattr(spec, name)).strip():
+            out.append((f"{name} is empty", name))
+    if not spec.disproving_observation.strip():
+        out.append(
+            (
+                "it does not state the observation that would disprove its root cause",
+                "disproving_observation (and disproof_looked_for: whether you looked for it)",
+            )
+        )
+    if not spec.proposed_fix.change.strip():
+        out.append(("the proposed fix is empty", "proposed_fix.change: the one change"))
+    if not [f for f in spec.proposed_fix.files if f.strip()]:
+        out.append(
+            (
+                "the proposed fix names no files (verify_fix accepts changes only to the files the approved fix names)",
+                "proposed_fix.files: the files the one change touches",
+            )
+        )
+    if not command:
+        out.append(
+            (
+                "it names no reproducer (a shell command, run in the workspace, that fails now and passes once fixed)",
+                "reproducer (e.g. 'pytest tests/test_loss.py -x' or 'python train.py --steps 50')",
+            )
+        )
+    return out
+
+
 class Diagnosis(ProtocolCore):
     def _interpreters(self, command: str, workspace: Path) -> list[Path]:
         return fingerprint.interpreters_for(command, workspace, self.default_interpreter)
@@ -120,36 +188,17 @@ class Diagnosis(ProtocolCore):
                     f"investigation {inv_id} is {inv['phase']}", "start_investigation for a new problem"
                 )
         workspace = Path(inv["workspace"])
-        # Gate 4 checks, in the order an assistant should fix them.
+        # Gate 4: every missing piece named in one refusal, so a diagnosis is fixed in one more call.
+        command = (spec.reproducer or inv["data"].get("reproducer") or "").strip()
+        missing = _missing_pieces(spec, command)
+        if missing:
+            raise self.refuse(
+                inv_id,
+                "the diagnosis (Gate 4) is incomplete: " + "; ".join(m for m, _ in missing),
+                "call submit_diagnosis again with " + "; ".join(f for _, f in missing),
+            )
         with self._read() as conn:
             cited = self._check_evidence(conn, inv_id, spec.evidence_ids, "a diagnosis (Gate 4)")
-        if not spec.disproving_observation.strip():
-            raise self.refuse(
-                inv_id,
-                "a diagnosis (Gate 4) must state the observation that would disprove its root cause",
-                "fill disproving_observation (and disproof_looked_for: whether you looked for it)",
-            )
-        for name in ("symptom", "root_cause", "mechanism"):
-            if not str(getattr(spec, name)).strip():
-                raise self.refuse(inv_id, f"the diagnosis field {name} is empty", f"fill {name}")
-        if not spec.proposed_fix.change.strip():
-            raise self.refuse(
-                inv_id, "the proposed fix is empty", "describe the one change in proposed_fix.change"
-            )
-        if not [f for f in spec.proposed_fix.files if f.strip()]:
-            raise self.refuse(
-                inv_id,
-                "the proposed fix names no files: verify_fix accepts changes only to the files the approved fix names",
-                "list the files the one change touches in proposed_fix.files",
-            )
-        command = (spec.reproducer or inv["data"].get("reproducer") or "").strip()
-        if not command:
-            raise self.refuse(
-                inv_id,
-                "the diagnosis names no reproducer: a shell command, run in the workspace, that fails now and "
-                "passes once fixed",
-                "pass reproducer (e.g. 'pytest tests/test_loss.py -x' or 'python train.py --steps 50')",
-            )
         timeout = float(
             spec.reproducer_timeout_s
             or inv["data"].get("reproducer_timeout_s")
@@ -319,7 +368,12 @@ class Diagnosis(ProtocolCore):
             f"the full protocol requires a confirmed hypothesis before a diagnosis{escalated}",
             "propose_hypotheses (3-5, ranked), test them one at a time and resolve_hypothesis citing evidence; "
             "then submit_diagnosis"
-            + ("" if after_failure else " (or cite a bisect that found the first bad commit and a finding)"),
+            + (
+                ""
+                if after_failure
+                else " (or cite a bisect that found the first bad commit and a finding, or an error a tool found "
+                "by running your code that names the module, parameter or state)"
+            ),
         )
 
     def _link(self, conn: sqlite3.Connection, inv: dict[str, Any], problem_id: str, reason: str) -> None:

@@ -154,7 +154,8 @@ class DiagnosisView(DiagnosisSpec):
     reproduction: Reproduction | None = None
     settled_by: list[str] = Field(
         default_factory=list,
-        description="Evidence that settled the question without hypotheses (bisect + finding).",
+        description="Evidence that settled the question without hypotheses (bisect + finding, or a localised "
+        "error found by running the code).",
     )
     failed_attempts: int = Field(
         default=0,

@@ -7,6 +7,26 @@ from __future__ import annotations
 
 import difflib
 
+# Words assistants reach for that no spelling rule connects to the argument they meant.
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "description": ("summary", "change", "statement"),
+    "desc": ("summary", "description", "change"),
+    "text": ("summary", "statement", "symptom"),
+    "note": ("summary", "words", "learned"),
+    "notes": ("summary", "words", "learned"),
+    "message": ("summary", "words"),
+    "hypothesis": ("statement",),
+    "cause": ("root_cause",),
+    "fix": ("proposed_fix", "change"),
+    "cmd": ("command", "reproducer"),
+    "test": ("command", "reproducer"),
+    "log": ("path",),
+    "logfile": ("path",),
+    "file": ("path", "files"),
+    "evidence": ("evidence_ids",),
+    "id": ("investigation_id", "job_id"),
+}
+
 
 def closest(name: str, valid: list[str], n: int = 1) -> str | None:
     """The valid name a misspelt or misremembered one most likely meant."""
@@ -22,6 +42,9 @@ def close_names(name: str, valid: list[str], n: int = 2) -> list[str]:
     lowered = {v.lower(): v for v in valid}
     if name.lower() in lowered:
         return [lowered[name.lower()]]
+    meant = [lowered[m] for m in SYNONYMS.get(name.lower(), ()) if m in lowered]
+    if meant:
+        return meant[:n]
     found = [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.6)]
     ratios = sorted((difflib.SequenceMatcher(None, name.lower(), v).ratio() for v in lowered), reverse=True)
     if ratios[0] >= 0.85 and (len(ratios) < 2 or ratios[1] < 0.75):

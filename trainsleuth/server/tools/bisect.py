@@ -97,6 +97,10 @@ def render_bisect(res: dict[str, Any]) -> str:
         if res.get("verification_runs"):
             extra = f" ({res['bisect_runs']} bisect + {res['verification_runs']} endpoint checks)"
         lines.append(f"test runs: {res['runs']}{extra}")
+    if res.get("carried_files"):
+        lines.append(
+            f"untracked in your checkout, copied into each candidate: {', '.join(res['carried_files'])}"
+        )
     if res.get("versions_tried"):
         lines.append(f"versions tried: {', '.join(res['versions_tried'])}")
     if res.get("reused_packages"):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from trainsleuth.server.registry import (
     AnalysisInput,
@@ -28,6 +28,7 @@ FormatName = Literal[
 class AnalyzeLogInput(AnalysisInput):
     path: ReadPath
     format: FormatName = "auto"
+    roles: dict[str, str] | None = None
     plot: bool = False
     min_severity: Literal["info", "warning", "error"] = "info"
     cursor: str | None = None
@@ -37,7 +38,8 @@ class AnalyzeLogInput(AnalysisInput):
 class AnalyzeLogOutput(AnalysisOutput):
     path: str
     format: str
-    healthy: bool
+    verdict: str = Field(description="healthy | problems | not_understood (then healthy is null)")
+    healthy: bool | None
     has_metrics: bool
     lines: int
     records: int
@@ -49,17 +51,23 @@ class AnalyzeLogOutput(AnalysisOutput):
     next_cursor: str | None = None
     errors: list[dict[str, Any]] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    parse: dict[str, Any] = Field(
+        default_factory=dict, description="how the log was read (keys -> roles, skips, steps)"
+    )
 
     def render_text(self) -> str:
-        verdict = "healthy (no warning or error events)" if self.healthy else "problems found"
-        lines = [
-            f"{self.path}: {self.format}, {self.records} records, {len(self.series)} metrics: {verdict}.",
-        ]
+        from trainsleuth.tools.logs.render import verdict_line
+
+        lines = [f"{self.path}: {self.format}, {self.records} records, {len(self.series)} metrics: "
+                 f"{verdict_line(self.verdict, self.parse.get('judged', []))}."]  # fmt: skip
         lines += [f"Note: {n}" for n in self.notes]
         if self.roles:
             lines.append(
                 "Roles: " + "; ".join(f"{r}: {', '.join(n[:3])}" for r, n in sorted(self.roles.items()))
             )
+        skipped = self.parse.get("skipped") or {}
+        if skipped:
+            lines.append("Skipped lines: " + "; ".join(f"{n} {why}" for why, n in skipped.items()))
         if self.events:
             lines.append(f"Events ({len(self.events)} of {self.total_events}):")
             lines += [f"- {e.one_line()}" for e in self.events]
@@ -71,7 +79,7 @@ class AnalyzeLogOutput(AnalysisOutput):
 
     def evidence_summary(self) -> str:
         worst = [e for e in self.events if e.severity != "info"][:3]
-        head = f"analyze_training_log {self.path}: " + ("healthy" if self.healthy else "problems")
+        head = f"analyze_training_log {self.path}: {self.verdict}"
         return (head + "; " + "; ".join(e.one_line() for e in worst))[:300]
 
 
@@ -85,9 +93,17 @@ class ExtractInput(AnalysisInput):
     max_points: int = Field(default=500, ge=2, le=5000, description="Per series.")
     step_min: float | None = None
     step_max: float | None = None
-    format: FormatName = "auto"
+    format: str = "auto"  # as for analyze_training_log; a plain string keeps tools/list within budget
+    roles: dict[str, str] | None = None
     cursor: str | None = None
     limit: int = Field(default=10, ge=1, le=50, description="Series per page.")
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in get_args(FormatName):
+            raise ValueError("one of " + ", ".join(get_args(FormatName)))
+        return value
 
 
 class ExtractOutput(AnalysisOutput):
@@ -104,9 +120,16 @@ class ExtractOutput(AnalysisOutput):
         lines = [f"{self.path}: {self.format}; {self.total_series} series extracted."]
         lines += [f"Note: {n}" for n in self.notes]
         for s in self.series:
-            vals = s["values"]
+            vals = [v for v in s["values"] if isinstance(v, (int, float))]
             rng = f"min {min(vals):.6g}, max {max(vals):.6g}" if vals else "no finite values in range"
-            lines.append(f"- {s['name']} ({s['role']}): {len(vals)} of {s['points_in_log']} points, {rng}")
+            bad = (
+                f", {s['nonfinite']} NaN/Inf from step {s['first_nonfinite_step']}"
+                if s.get("nonfinite")
+                else ""
+            )
+            lines.append(
+                f"- {s['name']} ({s['role']}): {len(s['values'])} of {s['points_in_log']} points, {rng}{bad}"
+            )
         if self.next_cursor:
             lines.append(f"More series: call again with cursor={self.next_cursor}")
         return "\n".join(lines)
@@ -118,16 +141,19 @@ def analyze_handler(args: AnalyzeLogInput, call: ToolCall) -> AnalyzeLogOutput:
     from trainsleuth.tools.findings import SEVERITY_RANK
     from trainsleuth.tools.logs import LogInputError
     from trainsleuth.tools.logs.analyze import build_report, collect
+    from trainsleuth.tools.logs.infer import parse_roles
 
     def progress(done: int, total: int, msg: str) -> None:
         call.progress(done, total, msg)
 
     path = Path(args.path)
     try:
-        collector, errors, stats = collect(path, args.format, progress=progress, cancel=call.cancel_event)
+        user = parse_roles(args.roles)
+        collector, errors, stats = collect(path, args.format, progress=progress, cancel=call.cancel_event,
+                                           roots=_roots(call, path), step_key=user.get("step"))  # fmt: skip
+        report = build_report(path, collector, errors, stats, user)
     except LogInputError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None
-    report = build_report(path, collector, errors, stats)
     floor = SEVERITY_RANK[args.min_severity]
     events = [e for e in report.events if SEVERITY_RANK[e.severity] >= floor]
     page, nxt = paginate(events, args.cursor, args.limit)
@@ -147,6 +173,7 @@ def analyze_handler(args: AnalyzeLogInput, call: ToolCall) -> AnalyzeLogOutput:
     return AnalyzeLogOutput(
         path=report.path,
         format=report.format,
+        verdict=report.verdict,
         healthy=report.healthy,
         has_metrics=report.has_metrics,
         lines=report.lines,
@@ -160,7 +187,13 @@ def analyze_handler(args: AnalyzeLogInput, call: ToolCall) -> AnalyzeLogOutput:
         errors=report.errors[:20],
         notes=report.notes
         + ([f"{len(report.series) - 100} more series not listed"] if len(report.series) > 100 else []),
+        parse=report.parse.model_dump(exclude_defaults=True),
     )
+
+
+def _roots(call: ToolCall, path: Any) -> list[Any]:
+    """Where symlinks inside a run folder may lead: the workspaces and the folder analysed."""
+    return [*call.ctx.policy.workspaces, path]
 
 
 def extract_handler(args: ExtractInput, call: ToolCall) -> ExtractOutput:
@@ -178,6 +211,8 @@ def extract_handler(args: ExtractInput, call: ToolCall) -> ExtractOutput:
             fmt=args.format,
             progress=lambda d, t, m: call.progress(d, t, m),
             cancel=call.cancel_event,
+            roles=args.roles,
+            roots=_roots(call, Path(args.path)),
         )
     except LogInputError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None

@@ -252,6 +252,15 @@ def elicitation_only(call: ToolCall, p: Protocol) -> bool:
     return p.setting(APPROVAL_POLICY) == "elicitation_only"
 
 
+def approval_wait_s() -> float:
+    """How long a call waits for the person's answer in their terminal (TRAINSLEUTH_APPROVAL_WAIT_S, default
+    30 s: within every client's timeout) before saying it is still pending."""
+    try:
+        return max(0.0, float(os.environ.get("TRAINSLEUTH_APPROVAL_WAIT_S", "30")))
+    except ValueError:
+        return 30.0
+
+
 def person_by_code(
     call: ToolCall,
     p: Protocol,
@@ -278,6 +287,8 @@ def person_by_code(
             "`trainsleuth state set approval any` in their own terminal",
         )
     decided = p.take_terminal_decision(purpose, inv_id, target)
+    if decided is None and not (code and code.strip()):
+        decided = p.wait_terminal_decision(purpose, inv_id, target, approval_wait_s())
     if decided is not None:
         return Approval(
             path="terminal",
@@ -307,8 +318,10 @@ def person_by_code(
         else "this server has no private channel to show the person a code (no terminal, no notifications): the "
         "person decides with `trainsleuth approve` in their own terminal"
     )
+    waited = approval_wait_s()
     raise ProtocolError(
-        f"this needs the person's decision, and this client cannot show them a dialog: {how}",
+        f"this needs the person's decision, and this client cannot show them a dialog: {how}"
+        + (f"; no decision came within {waited:g} s" if waited and not (code and code.strip()) else ""),
         f"ask the person; if they {ask}, either they give you the code (call again with code) or they run "
         "`trainsleuth approve` in their terminal (then call again)",
     )

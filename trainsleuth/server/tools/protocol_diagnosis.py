@@ -27,6 +27,7 @@ from trainsleuth.server.tools.protocol_common import (
     NotAsked,
     PersonForm,
     StepOutput,
+    approval_wait_s,
     client_name,
     command_text,
     elicitation_only,
@@ -96,7 +97,8 @@ def _offer_code(call: ToolCall, p: Protocol, inv_id: str, diag: DiagnosisView) -
     shown = f"the server has shown them the diagnosis and a one-time code on {where}, and " if where else ""
     return (
         f"This client cannot show the person a dialog: {shown}they can approve with `trainsleuth approve` in their "
-        "own terminal. Ask them; then call approve_diagnosis (with the code, if they give you one)."
+        "own terminal. Ask them, then call approve_diagnosis right away (with the code, if they give you one): it "
+        f"waits up to {approval_wait_s():g} s for their answer in the terminal, so there is no need to sleep first."
     )
 
 

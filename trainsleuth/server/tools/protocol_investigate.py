@@ -282,7 +282,12 @@ def render_investigation(v: InvestigationView) -> str:
                 code = "timed out" if r.timed_out else f"exit {r.exit_code}"
                 lines.append(f"  reproducer ran on the unfixed tree ({code}): {r.command[:160]}")
             if d.settled_by:
-                lines.append(f"  settled by evidence {', '.join(d.settled_by)} (bisect + finding)")
+                how = (
+                    "bisect + finding"
+                    if len(d.settled_by) > 1
+                    else "an error found by running the code, localised"
+                )
+                lines.append(f"  settled by evidence {', '.join(d.settled_by)} ({how})")
             if d.approval:
                 lines.append(_approval_line(d.approval))
             lines += [_approval_line(a) for a in d.amendments]

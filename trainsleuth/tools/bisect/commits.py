@@ -14,6 +14,8 @@ from "bad passes". `git bisect run` trusts both endpoints blindly.
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import tempfile
 import time
 import uuid
@@ -59,6 +61,7 @@ class CommitBisectPlan:
     env_cache_dir: Path | None = None
     env_timeout_s: float = 1800.0
     extra_env: dict[str, str] = field(default_factory=dict)
+    carried: list[str] = field(default_factory=list)  # untracked files the command names, copied in
 
     def params(self) -> dict[str, Any]:
         return {
@@ -88,6 +91,43 @@ def resolve_commit(root: Path, ref: str, what: str) -> str:
             "pass a branch, tag or commit hash that exists there (see `git log --oneline`)",
         )
     return proc.stdout.strip()
+
+
+CARRY_MAX_BYTES = 1_000_000
+
+
+def untracked_command_files(root: Path, subdir: str, command: str) -> list[str]:
+    """Files the command names that the user's checkout has but git does not track (an untracked
+    `check.sh`): paths relative to the repository's top level.
+
+    `git bisect run` tests in the checkout itself, where such a reproducer is present at every
+    commit; our candidates are clean worktrees, so each gets a copy of these files (read from the
+    checkout, never written there). Only plain files inside the repository, up to 1 MB each."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    base = root / subdir if subdir else root
+    found: list[str] = []
+    for word in words:
+        if (
+            not word
+            or word.startswith("-")
+            or os.path.isabs(word)
+            or any(c in word for c in "$`*?[]{}~<>|;&=")
+        ):
+            continue
+        path = base / word
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > CARRY_MAX_BYTES:
+                continue
+            rel = path.resolve().relative_to(root)
+        except (OSError, ValueError):
+            continue
+        tracked = _git(str(root), "ls-files", "--error-unmatch", "--", str(rel))
+        if tracked.returncode != 0 and str(rel) not in found and not str(rel).startswith(".git/"):
+            found.append(str(rel))
+    return found
 
 
 def prepare_commit_bisect(
@@ -174,6 +214,7 @@ def prepare_commit_bisect(
         candidates=count,
         env_cache_dir=env_cache_dir,
         extra_env=dict(extra_env or {}),
+        carried=untracked_command_files(root, subdir, command),
     )
 
 
@@ -244,8 +285,6 @@ class _Runner:
         self.count = 0
 
     def close(self) -> None:
-        import shutil
-
         shutil.rmtree(self.work, ignore_errors=True)
         self.reporter.remove_cleanup(self.dir_entry)
 
@@ -272,6 +311,11 @@ class _Runner:
                     f"git could not check out {sha[:12]} in a temporary worktree: {proc.stderr.strip()[:500]}",
                     "check that the repository is healthy (`git fsck`) and that the temp folder is writable",
                 )
+            for rel in self.plan.carried:  # the user's untracked reproducer, as `git bisect run` sees it
+                target = wt / rel
+                if not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(self.plan.root / rel, target)
             cwd = wt / self.plan.subdir if self.plan.subdir else wt
             env: dict[str, str] = dict(self.base_env)
             if self.plan.env_mode == "uv":
@@ -431,6 +475,7 @@ def run_commit_bisect(plan: CommitBisectPlan, reporter: Reporter) -> dict[str, A
         "verification_runs": verification_runs,
         "skipped": sorted(skipped),
         "steps": steps,
+        "carried_files": list(plan.carried),
     }
     if first_bad:
         info = result["first_bad_commit"]

@@ -174,6 +174,12 @@ def analyse(ref: dict[str, Any], res: dict[str, Any], n: int) -> tuple[dict[str,
 def _untested(ref: dict[str, Any]) -> list[str]:
     keys = set(ref.get("keys", []))
     out = []
+    if ref.get("mode") != "user save/load":
+        out.append(
+            "your checkpoint code: the runner saved and restored the full state_dicts itself, which proves only "
+            "that the objects CAN be restored; return `save` and `load` (your project's own functions) from the "
+            "entrypoint to test what your checkpoints really hold"
+        )
     if "next_batch" not in keys:
         out.append(
             "dataloader position: the runner fed `batch`/`batches` itself; return `next_batch` (your data stream) "
@@ -398,6 +404,8 @@ def render_resume(report: ResumeReport) -> str:
         "unexplained": "training departs after the resume although every piece checked is restored",
         "nondeterministic": "training is not deterministic: the resume cannot be judged step for step",
     }[report.verdict]
+    if report.verdict == "restored" and report.mode != "user save/load":
+        head += " by the runner's own full save, NOT by your checkpoint code (see 'Not tested')"
     lines = [
         f"check_resume ({report.mode}, save after step {report.steps_before}, {report.steps_after} steps "
         f"compared): {head}."

@@ -1,20 +1,32 @@
-"""Analyse a log or run folder: parse, map roles, detect anomalies, extract error lines."""
+"""Analyse a log or run folder: read it, settle the roles, detect anomalies, give a verdict.
+
+The verdict is a claim only about what was understood: `healthy` when a loss series was read and
+no warning or error was found, `problems` when something was found, `not_understood` when no loss
+series was recognised (then `healthy` is null: nothing was checked). Every report carries a parse
+report saying what was read and how, so a wrong reading can be seen and corrected with `roles`.
+"""
 
 from __future__ import annotations
 
 import math
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from trainsleuth.tools.findings import SEVERITY_RANK, Finding
-from trainsleuth.tools.logs import detect
 from trainsleuth.tools.logs.collect import Collector
-from trainsleuth.tools.logs.errors import KIND_TEXT, ErrorScanner
+from trainsleuth.tools.logs.detect import detect_all
+from trainsleuth.tools.logs.errors import ErrorScanner
+from trainsleuth.tools.logs.infer import Understanding, assign_roles, parse_roles
 from trainsleuth.tools.logs.readers import Progress, ReadStats, collect
 from trainsleuth.tools.logs.series import DEFAULT_CAPACITY, Series
+
+Verdict = Literal["healthy", "problems", "not_understood"]
+ROLE_HELP = (
+    "map the keys yourself: --role loss=KEY (CLI) or roles: {loss: KEY} (tools); step=KEY names the step"
+)
 
 
 class SeriesInfo(BaseModel):
@@ -24,21 +36,47 @@ class SeriesInfo(BaseModel):
     kept_points: int
     first_step: float | None = None
     last_step: float | None = None
-    first: float | None = None
-    last: float | None = None
+    first: float | str | None = Field(default=None, description='"nan"/"inf" when the value is not finite')
+    last: float | str | None = None
     min: float | None = None
     min_step: float | None = None
     max: float | None = None
     max_step: float | None = None
     nonfinite: int | None = None
+    first_nonfinite_step: float | None = None
     segments: int | None = None
     step_source: str | None = None
+    resolution: float | None = None
 
 
 class SegmentInfo(BaseModel):
     first_step: float
     last_step: float
     points: int
+
+
+class ParseReport(BaseModel):
+    """How the log was read: enough to see a wrong reading and correct it with `roles`."""
+
+    lines: int = 0
+    records: int = Field(default=0, description="metric records read (lines matched)")
+    skipped: dict[str, int] = Field(default_factory=dict, description="lines read but not used, by why")
+    skipped_example: dict[str, str] = Field(default_factory=dict)
+    step_source: dict[str, int] = Field(
+        default_factory=dict, description="records by where their step came from"
+    )
+    roles: dict[str, str] = Field(default_factory=dict, description="metric key -> role")
+    decided: dict[str, str] = Field(
+        default_factory=dict, description="keys whose role did not come from the name alone"
+    )
+    user_roles: dict[str, str] = Field(
+        default_factory=dict, description="the roles given by the user, echoed"
+    )
+    judged: list[str] = Field(default_factory=list, description="the loss series the verdict is about")
+    units: dict[str, str] = Field(default_factory=dict)
+    resolution: dict[str, float] = Field(
+        default_factory=dict, description="key -> the rounding of its printed values"
+    )
 
 
 class LogReport(BaseModel):
@@ -48,7 +86,8 @@ class LogReport(BaseModel):
     lines: int = 0
     bytes_read: int = 0
     records: int = 0
-    healthy: bool = True
+    verdict: Verdict = "not_understood"
+    healthy: bool | None = None
     has_metrics: bool = False
     series: list[SeriesInfo] = Field(default_factory=list)
     roles: dict[str, list[str]] = Field(default_factory=dict)
@@ -56,24 +95,28 @@ class LogReport(BaseModel):
     events: list[Finding] = Field(default_factory=list)
     errors: list[dict[str, Any]] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
-
-
-def _float(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+    parse: ParseReport = Field(default_factory=ParseReport)
 
 
 def analyze(path: Path | str, fmt: str = "auto", *, capacity: int = DEFAULT_CAPACITY,
-            progress: Progress | None = None, cancel: threading.Event | None = None) -> LogReport:  # fmt: skip
-    """Parse `path` (file or run folder) and report series, events and error lines.
+            progress: Progress | None = None, cancel: threading.Event | None = None,
+            roles: list[str] | dict[str, str] | None = None, roots: list[Path] | None = None) -> LogReport:  # fmt: skip
+    """Parse `path` (file or run folder) and report series, events, error lines and a verdict.
+    `roles`: corrections such as {"loss": "trl", "step": "s"} (or ["loss=trl", "step=s"]).
 
     Raises LogInputError for input that cannot be analysed (binary file, FIFO, permission denied,
-    a folder that is not one run, ...)."""
+    a folder that is not one run, a role naming a key the log does not have, ...)."""
     path = Path(path)
-    collector, errors, stats = collect(path, fmt, capacity=capacity, progress=progress, cancel=cancel)
-    return build_report(path, collector, errors, stats)
+    user = parse_roles(roles)
+    collector, errors, stats = collect(path, fmt, capacity=capacity, progress=progress, cancel=cancel,
+                                       roots=roots, step_key=user.get("step"))  # fmt: skip
+    return build_report(path, collector, errors, stats, user)
 
 
-def build_report(path: Path, collector: Collector, errors: ErrorScanner, stats: ReadStats) -> LogReport:
+def build_report(path: Path, collector: Collector, errors: ErrorScanner, stats: ReadStats,
+                 user: dict[str, str] | None = None) -> LogReport:  # fmt: skip
+    user = user or {}
+    understanding = assign_roles(collector, user)
     series = list(collector.series.values())
     report = LogReport(
         path=str(path),
@@ -85,9 +128,11 @@ def build_report(path: Path, collector: Collector, errors: ErrorScanner, stats: 
         has_metrics=bool(series),
     )
     for s in series:
-        report.series.append(SeriesInfo(**{k: v for k, v in s.summary().items()}))
+        report.series.append(SeriesInfo(**s.summary()))
         report.roles.setdefault(s.role, []).append(s.name)
+    report.parse = _parse_report(collector, stats, understanding, user)
     report.notes.extend(stats.notes)
+    report.notes.extend(understanding.notes)
     if stats.long_lines_skipped:
         report.notes.append(f"{stats.long_lines_skipped} lines longer than 1 MiB were skipped")
     if stats.undecodable_lines:
@@ -106,120 +151,55 @@ def build_report(path: Path, collector: Collector, errors: ErrorScanner, stats: 
             "No metrics found: no line of this log holds a recognisable metric record (loss, lr, grad norm, ...). "
             "Only error lines were looked for.",
         )
-    main = _main_series(series)
+    capped = [s.name for s in series if s.segments_capped]
+    if capped:
+        report.notes.append(
+            f"the steps of {', '.join(capped[:3])} go backwards more than 1000 times (many runs or excerpts "
+            "interleaved): the later restarts are not told apart"
+        )
+    main = _main_series(understanding, series)
     if main is not None and len(main.segments) > 1:
         report.segments = [SegmentInfo(**seg.as_dict()) for seg in main.segments[:100]]
         report.notes.append(
             f"steps of {main.name} go backwards {len(main.segments) - 1} time(s) (restarts or pasted excerpts): "
             "read as segments; a step logged again later replaces the earlier record, and records are put in step order"
         )
-    events = detect_all(series, errors, collector)
+    events = detect_all(series, errors, collector, understanding.judged)
     events.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.step if f.step is not None else math.inf))
     report.events = events
     report.errors = errors.as_list()
-    report.healthy = all(e.severity == "info" for e in events)
+    if any(e.severity != "info" for e in events):
+        report.verdict, report.healthy = "problems", False
+    elif understanding.understood:
+        report.verdict, report.healthy = "healthy", True
+    else:
+        report.verdict, report.healthy = "not_understood", None
+        report.notes.insert(
+            0, "Not understood: " + "; ".join(understanding.reasons) + f". Nothing was judged: {ROLE_HELP}."
+        )
     return report
 
 
-def _main_series(series: list[Series]) -> Series | None:
-    for role in ("loss", "loss_component", "val_loss"):
-        for s in series:
-            if s.role == role:
-                return s
+def _main_series(understanding: Understanding, series: list[Series]) -> Series | None:
+    if understanding.judged:
+        return understanding.judged[0]
     return series[0] if series else None
 
 
-def detect_all(series: list[Series], errors: ErrorScanner, collector: Collector) -> list[Finding]:
-    by_role: dict[str, list[Series]] = {}
-    for s in series:
-        by_role.setdefault(s.role, []).append(s)
-    events: list[Finding] = []
-    events += detect.detect_nonfinite(series)
-    losses = list(by_role.get("loss", []))
-    comps = by_role.get("loss_component", [])
-    if not losses and len(comps) == 1 and not by_role.get("reward") and not by_role.get("kl"):
-        losses = comps
-    loss_spikes = []
-    for s in losses:
-        la = detect.detect_loss(s)
-        events += la.findings
-        loss_spikes += la.spikes
-    for s in by_role.get("grad_norm", []):
-        spikes = detect.detect_grad_norm(s)
-        events += detect.grad_findings(s, spikes, loss_spikes)
-    for s in series:
-        f = detect.detect_constant(s)
-        if f:
-            events.append(f)
-    trains = losses
-    for v in by_role.get("val_loss", []):
-        if trains:
-            f = detect.detect_overfitting(v, trains[0])
-            if f:
-                events.append(f)
-    falls: list[float] = []
-    for s in by_role.get("loss_scale", []):
-        found, fl = detect.detect_loss_scale(s)
-        events += found
-        falls += fl
-    repeated: list[float] = []
-    for g in by_role.get("grad_norm", []):
-        repeated += detect.repeated_grad_steps(g)
-    if falls:  # a repeated grad norm means a skipped step only in fp16 runs with scale drops
-        pass
-    else:
-        repeated = []
-    counters = by_role.get("skipped", []) + by_role.get("nan_iterations", [])
-    steps_all = [s.segments[0].first_step for s in series if s.segments]
-    last_all = [s.segments[-1].last_step for s in series if s.segments]
-    f = detect.detect_skipped(
-        counters,
-        falls,
-        errors.overflow_steps,
-        repeated,
-        collector.records,
-        min(steps_all) if steps_all else None,
-        max(last_all) if last_all else None,
+def _parse_report(collector: Collector, stats: ReadStats, understanding: Understanding,
+                  user: dict[str, str]) -> ParseReport:  # fmt: skip
+    names = list(collector.series)
+    keep = set(names[:40]) | {s.name for s in understanding.judged} | set(understanding.how)
+    return ParseReport(
+        lines=stats.lines,
+        records=collector.records,
+        skipped=dict(stats.skipped.most_common()),
+        skipped_example=stats.skipped_example,
+        step_source=dict(collector.step_sources.most_common(8)),
+        roles={n: collector.series[n].role for n in names if n in keep},
+        decided=understanding.how,
+        user_roles=user,
+        judged=[s.name for s in understanding.judged],
+        units={k: v for k, v in collector.units.items() if k in keep},
+        resolution={n: s.resolution for n, s in collector.series.items() if n in keep and s.resolution},
     )
-    if f:
-        events.append(f)
-    batch_changes = any(
-        len({round(v, 6) for v in s.timeline()[1]}) > 1 for s in by_role.get("batch_size", [])
-    )
-    for role in ("throughput", "step_time"):
-        for s in by_role.get(role, []):
-            f = detect.detect_throughput(s, batch_changes)
-            if f:
-                events.append(f)
-    for hit in errors.hits.values():
-        sev = "error"
-        text = KIND_TEXT.get(hit.kind, hit.kind)
-        if hit.kind == "min_loss_scale":
-            events.append(
-                detect.finding(
-                    "loss_scale_collapse",
-                    "error",
-                    f"The log says the minimum loss scale was reached (line {hit.line_no}).",
-                    step=hit.step,
-                    evidence_line=hit.line_no,
-                    text=hit.text,
-                )
-            )
-        events.append(
-            detect.finding(
-                "error_message",
-                sev,
-                f"The log holds a {text} at line {hit.line_no}"
-                + (f" ({hit.count} such lines)" if hit.count > 1 else "")
-                + f": {hit.exception or hit.text}"[:400],
-                step=hit.step,
-                kind=hit.kind,
-                line=hit.line_no,
-                last_line=hit.last_line_no if hit.count > 1 else None,
-                count=hit.count,
-                text=hit.text,
-                exception=hit.exception,
-                step_note="the last step logged before this line" if hit.step is not None else None,
-            )
-        )
-    return events

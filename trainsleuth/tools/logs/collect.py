@@ -1,14 +1,18 @@
-"""The collector: metric series by name, bounded in number and in points per series."""
+"""The collector: metric series by name, bounded in number and in points per series, plus what
+the parse report needs: where each record's step came from and the unit each metric carried."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from trainsleuth.tools.logs.roles import role_of
 from trainsleuth.tools.logs.series import DEFAULT_CAPACITY, Series
 
 MAX_SERIES = 500
+LAST_STEP = "the last step logged before the record"
+POSITION = "record position (the log has no step numbers)"
 
 
 class Collector:
@@ -20,18 +24,25 @@ class Collector:
         self.last_step: float | None = None
         self.wanted = wanted  # only keep these names (extract_metrics), None keeps all
         self.position_steps = False
+        self.step_sources: Counter[str] = Counter()  # records by where their step came from
+        self.units: dict[str, str] = {}  # metric name as in the log -> its unit
 
-    def add(self, step: float | None, metrics: dict[str, float], prefix: str = "") -> None:
-        self.records += 1
+    def step_for(self, step: float | None, source: str, count: int = 1) -> tuple[float, bool]:
+        """The step a record is filed under, and whether it is only its position in the log.
+        A record without a step takes the last step seen; before any, its position."""
         if step is None or not math.isfinite(step):
             if self.last_step is not None:
-                step, positional = self.last_step, False  # a record between stepped ones
-            else:
-                step = float(self.records)
-                positional = True
-        else:
-            positional = False
-            self.last_step = step
+                self.step_sources[LAST_STEP] += count
+                return self.last_step, False
+            self.step_sources[POSITION] += count
+            return float(self.records), True
+        self.step_sources[source or "the record's own step"] += count
+        self.last_step = step
+        return step, False
+
+    def add(self, step: float | None, metrics: dict[str, float], prefix: str = "", source: str = "") -> None:
+        self.records += 1
+        step, positional = self.step_for(step, source)
         series = self.series
         for base, value in metrics.items():
             name = prefix + base if prefix else base

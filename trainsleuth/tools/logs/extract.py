@@ -1,4 +1,5 @@
-"""Chosen metric series, downsampled to at most N points with each span's extremes kept."""
+"""Chosen metric series, downsampled to at most N points with each span's extremes kept and the
+runs of NaN/Inf values marked (as the strings "nan", "inf", "-inf": JSON has no NaN)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from trainsleuth.tools.logs.analyze import collect
+from trainsleuth.tools.logs.infer import assign_roles, parse_roles
 from trainsleuth.tools.logs.readers import LogInputError, Progress
-from trainsleuth.tools.logs.series import DEFAULT_CAPACITY
+from trainsleuth.tools.logs.series import DEFAULT_CAPACITY, json_value
 
 
 class ExtractedSeries(BaseModel):
@@ -17,10 +19,11 @@ class ExtractedSeries(BaseModel):
     role: str
     points_in_log: int
     steps: list[float] = Field(default_factory=list)
-    values: list[float] = Field(default_factory=list)
+    values: list[float | str] = Field(default_factory=list, description='"nan"/"inf"/"-inf" where not finite')
     nonfinite: int = 0
     first_nonfinite_step: float | None = None
     step_source: str = "log"
+    resolution: float | None = None
 
 
 class ExtractResult(BaseModel):
@@ -36,15 +39,18 @@ class ExtractResult(BaseModel):
 
 def extract(path: Path | str, metrics: list[str], *, max_points: int = 500, step_min: float | None = None,
             step_max: float | None = None, fmt: str = "auto", progress: Progress | None = None,
-            cancel: threading.Event | None = None) -> ExtractResult:  # fmt: skip
+            cancel: threading.Event | None = None, roles: list[str] | dict[str, str] | None = None,
+            roots: list[Path] | None = None) -> ExtractResult:  # fmt: skip
     """`metrics` are names as in the log or roles (`loss`, `grad_norm`, ...); empty means the
-    loss, val_loss, grad_norm and lr roles."""
+    loss, val_loss, grad_norm and lr roles. `roles` corrects the reading as in `analyze`."""
     if max_points < 2:
         raise LogInputError("max_points must be at least 2", "ask for 2 or more points")
     if step_min is not None and step_max is not None and step_min > step_max:
         raise LogInputError(f"step_min {step_min} is above step_max {step_max}", "swap them")
+    user = parse_roles(roles)
     collector, _, stats = collect(Path(path), fmt, capacity=max(DEFAULT_CAPACITY, 2 * max_points),
-                                  progress=progress, cancel=cancel)  # fmt: skip
+                                  progress=progress, cancel=cancel, roots=roots, step_key=user.get("step"))  # fmt: skip
+    understanding = assign_roles(collector, user)
     result = ExtractResult(path=str(path), format=stats.format)
     result.available = {name: s.role for name, s in collector.series.items()}
     wanted = metrics or ["loss", "val_loss", "grad_norm", "lr"]
@@ -74,10 +80,11 @@ def extract(path: Path | str, metrics: list[str], *, max_points: int = 500, step
                 role=s.role,
                 points_in_log=s.total,
                 steps=[p[0] for p in pts],
-                values=[p[1] for p in pts],
+                values=[json_value(p[1]) if p[1] != p[1] or abs(p[1]) == float("inf") else p[1] for p in pts],
                 nonfinite=s.nonfinite,
                 first_nonfinite_step=s.nonfinite_first_step,
                 step_source="record position" if s.step_from_position else "log",
+                resolution=s.resolution or None,
             )
         )
     if not collector.series:
@@ -86,4 +93,6 @@ def extract(path: Path | str, metrics: list[str], *, max_points: int = 500, step
         result.notes.append(
             f"not in the log: {', '.join(result.missing)}; see `available` for the names it has"
         )
+    elif not understanding.understood and not metrics:
+        result.notes.append("no series is recognised as the loss; name it with roles (loss=KEY)")
     return result

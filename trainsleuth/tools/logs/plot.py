@@ -1,8 +1,10 @@
-"""PNG plot of the key metrics with the events marked (matplotlib, Agg, imported lazily)."""
+"""PNG plot of the key metrics with the events marked and the NaN/Inf stretches shaded
+(matplotlib, Agg, imported lazily)."""
 
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterable
 
 from trainsleuth.tools.findings import Finding
@@ -13,6 +15,11 @@ PLOT_ROLES = ("loss", "val_loss", "grad_norm", "lr", "loss_scale", "throughput")
 _COLORS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#7f7f7f"}
 
 
+def nonfinite_spans(s: Series) -> list[tuple[float, float]]:
+    """The step ranges where a series is NaN or Inf (its runs of non-finite values)."""
+    return [(float(r[0]), float(r[1])) for r in s.nonfinite_runs]
+
+
 def render_png(collector: Collector, events: Iterable[Finding], max_points: int = 1500) -> bytes | None:
     """Return PNG bytes, or None when the log has no series to draw."""
     panels: list[tuple[str, list[Series]]] = []
@@ -20,11 +27,11 @@ def render_png(collector: Collector, events: Iterable[Finding], max_points: int 
     for s in collector.series.values():
         by_role.setdefault(s.role, []).append(s)
     for role in PLOT_ROLES:
-        group = [s for s in by_role.get(role, []) if s.finite_points][:3]
+        group = [s for s in by_role.get(role, []) if s.total][:3]
         if group:
             panels.append((role, group))
     if not panels:
-        named = [s for s in collector.series.values() if s.finite_points][:2]
+        named = [s for s in collector.series.values() if s.total][:2]
         panels = [(s.role, [s]) for s in named]
     if not panels:
         return None
@@ -43,11 +50,14 @@ def render_png(collector: Collector, events: Iterable[Finding], max_points: int 
     try:
         for ax, (role, group) in zip(axes[:, 0], panels, strict=False):
             for s in group:
-                pts = s.downsample(max_points)
+                pts = [p for p in s.downsample(max_points) if math.isfinite(p[1])]
                 xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-                ax.plot(xs, ys, lw=0.9, label=s.name, marker="." if len(xs) <= 200 else None, ms=3)
+                line = ax.plot(xs, ys, lw=0.9, label=s.name, marker="." if len(xs) <= 200 else None, ms=3)
                 if role in ("grad_norm", "loss_scale") and ys and min(ys) > 0 and max(ys) / min(ys) > 100:
                     ax.set_yscale("log")
+                for k, (a, b) in enumerate(nonfinite_spans(s)):  # NaN/Inf: shaded where the values are
+                    ax.axvspan(a, b if b > a else a + 1e-9, color=line[0].get_color(), alpha=0.25, lw=2,
+                               label=f"{s.name} NaN/Inf" if k == 0 else None)  # fmt: skip
             names = {s.name for s in group}
             for ev in events:
                 if ev.step is None or ev.severity == "info":

@@ -12,8 +12,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from trainsleuth.tools.logs.numbers import decimals
+
 # Points kept per series before buckets start to merge (the analysis resolution).
 DEFAULT_CAPACITY = 4096
+# Segments (runs whose steps never go backwards) kept apart; beyond, backward steps join the last
+# one (a paste of thousands of excerpts, or logs of different runs interleaved): memory stays bounded.
+MAX_SEGMENTS = 1000
 _CHUNK = 16384
 
 
@@ -126,6 +131,12 @@ class Series:
         self.nonfinite = 0
         self.nonfinite_first_step: float | None = None
         self.nonfinite_examples: list[tuple[float, str]] = []
+        self.nonfinite_runs: list[list[Any]] = []  # [first step, last step, count, repr], log order
+        self._tail_nonfinite = False  # the last value ingested was NaN/Inf (a run may go on)
+        self.last_raw: tuple[float, float] | None = None  # (step, value) at the highest step, NaN kept
+        self.first_raw: tuple[float, float] | None = None  # the first record in the log, NaN kept
+        self.decimals: int | None = 0  # places the values are rounded to (None: not rounded)
+        self.segments_capped = False  # more than MAX_SEGMENTS restarts
         self.step_from_position = False
         self._steps: list[float] = []
         self._values: list[float] = []
@@ -161,20 +172,30 @@ class Series:
         if n == 0:
             return
         self.total += n
+        if self.first_raw is None:
+            self.first_raw = (float(steps[0]), float(values[0]))
+        top = n - 1 - int(np.argmax(steps[::-1]))  # the last record at the highest step
+        if self.last_raw is None or steps[top] >= self.last_raw[0]:
+            self.last_raw = (float(steps[top]), float(values[top]))
         back = steps[1:] < steps[:-1]
         breaks = (np.flatnonzero(back) + 1).tolist() if back.any() else []
         for a, b in zip([0, *breaks], [*breaks, n], strict=True):
             st, v = steps[a:b], values[a:b]
             first = float(st[0])
             if not self.segments or first < self.segments[-1].last_step:
-                self._close_open()
-                self.segments.append(Segment(first, first))
+                if len(self.segments) < MAX_SEGMENTS:
+                    self._close_open()
+                    self.segments.append(Segment(first, first))
+                else:  # past MAX_SEGMENTS restarts the steps are no timeline: later ones join the last
+                    self.segments_capped = True
             seg = self.segments[-1]
+            seg.first_step = min(seg.first_step, first)
             seg.last_step = float(st[-1])
             seg.points += b - a
             if not all_finite(v):
                 finite = np.isfinite(v)
                 bad = ~finite
+                self._runs(st, v, bad)
                 self.nonfinite += int(bad.sum())
                 bad_steps, bad_vals = st[bad], v[bad]
                 if self.nonfinite_first_step is None:
@@ -182,9 +203,30 @@ class Series:
                 for k in range(min(len(bad_steps), 5 - len(self.nonfinite_examples))):
                     self.nonfinite_examples.append((float(bad_steps[k]), repr(float(bad_vals[k]))))
                 st, v = st[finite], v[finite]
+            else:
+                self._tail_nonfinite = False
+            if len(v) and self.decimals is not None:
+                self.decimals = decimals(v, self.decimals)
             if len(v):
                 self._ingest_finite(st, v, len(self.segments) - 1)
         self._compress()
+
+    def _runs(self, st: Any, v: Any, bad: Any) -> None:
+        """Record the runs of consecutive non-finite values (bounded: later runs join the last)."""
+        import numpy as np
+
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.astype(np.int8), [0]))))
+        for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
+            first, last, count = float(st[a]), float(st[b - 1]), b - a
+            if a == 0 and self._tail_nonfinite and self.nonfinite_runs:
+                run = self.nonfinite_runs[-1]
+                run[1], run[2] = last, run[2] + count
+            elif len(self.nonfinite_runs) >= 256:
+                run = self.nonfinite_runs[-1]
+                run[1], run[2] = max(run[1], last), run[2] + count
+            else:
+                self.nonfinite_runs.append([first, last, count, repr(float(v[a]))])
+        self._tail_nonfinite = bool(bad[-1])
 
     def _ingest_finite(self, st: Any, v: Any, seg: int) -> None:
         import numpy as np
@@ -258,10 +300,12 @@ class Series:
         bounds = np.concatenate(([0], np.flatnonzero(seg[1:] != seg[:-1]) + 1, [len(seg)]))
         counts = np.diff(bounds)  # buckets per segment (runs of equal seg)
         levels = 0
+        largest = int(counts.max()) if len(counts) else 1
         while True:
             levels += 1
             factor = 1 << levels
-            if int((-(-counts // factor)).sum()) + incoming / (self.width * factor) <= self.capacity:
+            fits = int((-(-counts // factor)).sum()) + incoming / (self.width * factor) <= self.capacity
+            if fits or factor >= 2 * largest:  # one bucket per segment is as far as merging goes
                 return levels
 
     def _merge(self, levels: int) -> None:
@@ -352,7 +396,9 @@ class Series:
 
     def downsample(self, max_points: int, step_min: float | None = None, step_max: float | None = None
                    ) -> list[tuple[float, float]]:  # fmt: skip
-        """At most `max_points` (step, value) pairs; the minimum and maximum of each span are kept."""
+        """At most `max_points` (step, value) pairs in step order; the minimum and maximum of each
+        span are kept, and so are the first and last step of every run of NaN/Inf values (as NaN
+        or Inf), so a series that ends in NaN shows it."""
         self.finish()
         b = self.buckets.lists()
         pts: list[tuple[float, float]] = []
@@ -363,11 +409,23 @@ class Series:
             else:
                 a, c = (b.min_step[i], b.vmin[i]), (b.max_step[i], b.vmax[i])
                 pts.extend(sorted([a, c]) if a != c else [a])
-        if step_min is not None:
-            pts = [p for p in pts if p[0] >= step_min]
-        if step_max is not None:
-            pts = [p for p in pts if p[0] <= step_max]
-        return lttb_extremes(pts, max_points)
+        bad: list[tuple[float, float]] = []
+        for first, last, _count, text in self.nonfinite_runs:
+            value = float(text)
+            bad.append((first, value))
+            if last != first:
+                bad.append((last, value))
+
+        def within(p: tuple[float, float]) -> bool:
+            return (step_min is None or p[0] >= step_min) and (step_max is None or p[0] <= step_max)
+
+        pts = [p for p in pts if within(p)]
+        bad = [p for p in bad if within(p)]
+        if not bad:
+            return lttb_extremes(pts, max_points)
+        bad = bad[: max(2, max_points // 4)]
+        kept = lttb_extremes(pts, max(2, max_points - len(bad))) if pts else []
+        return sorted(kept + bad, key=lambda p: p[0])[:max_points]
 
     def summary(self) -> dict[str, Any]:
         self.finish()
@@ -392,13 +450,39 @@ class Series:
                 max=_round(b.vmax[hi]),
                 max_step=_num(b.max_step[hi]),
             )
+        if self.first_raw is not None and (not len(b) or self.first_raw[0] <= out["first_step"]):
+            out["first_step"] = _num(self.first_raw[0])
+            out["first"] = json_value(self.first_raw[1])
+        if self.last_raw is not None and (not len(b) or self.last_raw[0] >= out["last_step"]):
+            # the value at the highest step, NaN and Inf included: a run ending in NaN says so
+            out["last_step"] = _num(self.last_raw[0])
+            out["last"] = json_value(self.last_raw[1])
         if self.nonfinite:
             out["nonfinite"] = self.nonfinite
+            out["first_nonfinite_step"] = (
+                _num(self.nonfinite_first_step) if self.nonfinite_first_step is not None else None
+            )
         if len(self.segments) > 1:
             out["segments"] = len(self.segments)
         if self.step_from_position:
             out["step_source"] = "record position (the log has no step numbers)"
+        if self.decimals is not None and len(b) and self.decimals <= 6:
+            out["resolution"] = 10.0**-self.decimals
         return out
+
+    @property
+    def resolution(self) -> float:
+        """The smallest difference the printed values can show (0: not rounded to fixed places)."""
+        return 10.0**-self.decimals if self.decimals is not None and self.decimals <= 6 else 0.0
+
+
+def json_value(x: float) -> float | str:
+    """A value for JSON: NaN and Inf as the strings "nan", "inf", "-inf" (JSON has no NaN)."""
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return _round(x)
 
 
 def all_finite(v: Any) -> bool:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainsleuth.tools.logs.readers import MAX_LINE, LogInputError, ReadContext, _open, read_sizes
+from trainsleuth.tools.logs.source import MAX_LINE, LogFile, LogInputError, ReadContext, read_sizes
 
 _REPORT_EVERY = 1 << 26
 _PEEK = 4096  # bytes read before a boundary to find its newline (more only for long lines)
@@ -110,8 +110,11 @@ def file_spans(path: Path, ctx: ReadContext, size: int) -> FileSpans | None:
     file would be read differently from `iter_raw_blocks` (see the module docstring)."""
     if not size or not hasattr(os, "pread"):
         return None
-    f = _open(path)
-    fd = os.dup(f.fileno())
+    f = LogFile(path)
+    if f.gzip:  # a compressed log is read as a stream
+        f.close()
+        return None
+    fd = os.dup(f.fd)
     f.close()
     try:
         bounds = block_bounds(fd, size)

@@ -29,6 +29,7 @@ DTYPES = ("bf16", "fp16")
 class ModuleError(BaseModel):
     module: str
     type: str | None = None
+    input_rel_error: float | str | None = None
     output_rel_error: float | str | None = None
     output_max_abs_error: float | str | None = None
     grad_rel_error: float | str | None = None
@@ -95,6 +96,10 @@ def _num(x: Any) -> float | None:
     return float(x)
 
 
+def _prev_rel(row: dict[str, Any]) -> float:
+    return _num(row.get("output_rel_error")) or 0.0
+
+
 def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float]) -> PrecisionReport:
     report = PrecisionReport(
         entrypoint=entrypoint,
@@ -123,6 +128,7 @@ def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float
                 ModuleError(
                     module=row["module"],
                     type=row.get("type"),
+                    input_rel_error=row.get("input_rel_error"),
                     output_rel_error=row.get("output_rel_error"),
                     output_max_abs_error=row.get("output_max_abs_error"),
                     grad_rel_error=row.get("grad_rel_error"),
@@ -155,20 +161,40 @@ def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float
         if first_out is not None:
             row, prev = first_out
             rel = _num(row.get("output_rel_error")) or 0.0
+            in_rel = _num(row.get("input_rel_error"))
+            between = in_rel is not None and in_rel > tol and (prev is None or in_rel > 10 * _prev_rel(prev))
+            if between:
+                # Every module before it computed closely; the input it was handed did not: the loss
+                # happened in forward code that is no module (the module itself only inherits it).
+                message = (
+                    f"under {dtype} autocast the INPUT of {row['module']} ({row.get('type')}) already departs from "
+                    f"fp32 by relative {_fmt(row.get('input_rel_error'))} (tolerance {tol:g})"
+                    + (
+                        f" while the output of {prev['module']} before it was within {_fmt(prev.get('output_rel_error'))}"
+                        if prev is not None
+                        else ""
+                    )
+                    + f": the precision is lost in your forward code between modules, before {row['module']} (an "
+                    "op that is no module, typically the difference of two large, nearly equal low-precision values: "
+                    f"catastrophic cancellation), not in {row['module']}; compute that step in fp32 "
+                    "(autocast(enabled=False) around it, with .float() inputs)"
+                )
+            else:
+                message = (
+                    f"under {dtype} autocast the output of {row['module']} ({row.get('type')}) departs from "
+                    f"fp32 by relative {_fmt(row.get('output_rel_error'))} (tolerance {tol:g})"
+                    + (
+                        f" while its predecessor {prev['module']} was within {_fmt(prev.get('output_rel_error'))}"
+                        if prev is not None
+                        else ""
+                    )
+                    + "; keep this op in fp32 (autocast(enabled=False) around it, or upcast its input)"
+                )
             findings.append(
                 Finding(
                     code="precision_mismatch",
                     severity="error" if rel > 10 * tol or row.get("nonfinite_low") else "warning",
-                    message=(
-                        f"under {dtype} autocast the output of {row['module']} ({row.get('type')}) departs from "
-                        f"fp32 by relative {_fmt(row.get('output_rel_error'))} (tolerance {tol:g})"
-                        + (
-                            f" while its predecessor {prev['module']} was within {_fmt(prev.get('output_rel_error'))}"
-                            if prev is not None
-                            else ""
-                        )
-                        + "; keep this op in fp32 (autocast(enabled=False) around it, or upcast its input)"
-                    ),
+                    message=message,
                     module=row["module"],
                     evidence={
                         **common_evidence,
@@ -176,6 +202,8 @@ def build_report(payload: dict[str, Any], entrypoint: str, rtol: dict[str, float
                         "output_max_abs_error": row.get("output_max_abs_error"),
                         "output_norm_fp32": row.get("output_norm_fp32"),
                         "nonfinite_in_low_precision": row.get("nonfinite_low"),
+                        "input_rel_error": row.get("input_rel_error"),
+                        "lost_between_modules": between,
                         "previous_module": prev["module"] if prev else None,
                         "previous_output_rel_error": prev.get("output_rel_error") if prev else None,
                     },

@@ -83,14 +83,21 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
     handles = []
     types = {}
 
+    inputs: dict = {}
+
     def make_fwd(name):
-        def hook(_m, _inp, out):
+        def hook(_m, inp, out):
             if name in outputs:
                 return
             t = _first_tensor(out, torch)
             if t is None or not t.is_floating_point():
                 return
             order.append(name)
+            # The input too: precision lost in forward code between modules (a subtraction that is no
+            # module) shows as an input that departs while every earlier output stayed close.
+            i = _first_tensor(inp, torch)
+            if i is not None and i.is_floating_point() and i.numel() <= MAX_ELEMENTS:
+                inputs[name] = i.detach().to("cpu", torch.float32).clone()
             if t.numel() > MAX_ELEMENTS:
                 outputs[name] = None
                 return
@@ -128,7 +135,14 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
         for h in handles:
             h.remove()
     loss_value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
-    return {"loss": loss_value, "outputs": outputs, "order": order, "grads": grads, "types": types}
+    return {
+        "loss": loss_value,
+        "outputs": outputs,
+        "inputs": inputs,
+        "order": order,
+        "grads": grads,
+        "types": types,
+    }
 
 
 def compare(torch, ref, low, model):
@@ -139,10 +153,17 @@ def compare(torch, ref, low, model):
         if a is None or b is None:
             continue
         max_abs, rel = common.rel_error(b, a)
+        ia, ib = ref.get("inputs", {}).get(name), low.get("inputs", {}).get(name)
+        in_rel = (
+            common.rel_error(ib, ia)[1]
+            if ia is not None and ib is not None and ia.shape == ib.shape
+            else None
+        )
         rows.append(
             {
                 "module": name,
                 "type": ref["types"].get(name),
+                "input_rel_error": None if in_rel is None else common.jsonable(in_rel),
                 "output_rel_error": common.jsonable(rel),
                 "output_max_abs_error": common.jsonable(max_abs),
                 "output_norm_fp32": common.jsonable(a.double().norm()),

@@ -22,8 +22,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.tools.logs.readers import ReadContext, ReadStats, _decode, iter_raw_blocks
+from trainsleuth.tools.logs.collect import POSITION
 from trainsleuth.tools.logs.series import all_finite
+from trainsleuth.tools.logs.source import ReadContext, ReadStats, decode, iter_raw_blocks
 from trainsleuth.tools.logs.spans import Span, file_spans
 from trainsleuth.tools.logs.textparse import to_float
 
@@ -58,6 +59,12 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "", *, arrow
         stats.notes.append(
             f"read in Python; the optional extra [fast-csv] reads large CSVs faster: {install_hint('fast-csv')}"
         )
+    if use_arrow and modules is None and arrow is None:
+        from trainsleuth.tools.extras import install_hint
+
+        stats.notes.append(
+            f"read in Python; the optional extra [fast-csv] reads large CSVs faster: {install_hint('fast-csv')}"
+        )
     header: list[str] = []
     delim = ","
     step_col = -1
@@ -74,7 +81,7 @@ def read_csv(path: Path, ctx: ReadContext, size: int, prefix: str = "", *, arrow
                     if found is None:
                         continue
                     header, delim, raw = found
-                    step_col = _step_column(header)
+                    step_col = _step_column(header, ctx.step_key)
                     if modules is not None and len(header) > 1:
                         converter = _ArrowBlocks(modules, len(header), delim)
                     if not raw:
@@ -112,7 +119,7 @@ def _take_header(raw: bytes | bytearray, stats: ReadStats) -> tuple[list[str], s
         pos = end + 1
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        _decode(raw[:pos], stats)  # count the lines up to the header
+        decode(raw[:pos], stats)  # count the lines up to the header
         delim = "\t" if line.count("\t") > line.count(",") else ","
         try:
             header = [h.strip() for h in next(csv.reader([line.rstrip("\r")], delimiter=delim), [])]
@@ -121,13 +128,16 @@ def _take_header(raw: bytes | bytearray, stats: ReadStats) -> tuple[list[str], s
         if not header:  # pragma: no cover - a non-blank line always gives a field
             header = [line.strip()]
         return header, delim, raw[pos:]
-    _decode(raw, stats)
+    decode(raw, stats)
     return None
 
 
-def _step_column(header: list[str]) -> int:
+def _step_column(header: list[str], user: str | None = None) -> int:
+    if user is not None:
+        return header.index(user) if user in header else -1
     lowered = [h.lower() for h in header]
-    for key in ("step", "global_step", "trainer/global_step", "iteration", "iter", "_step", "epoch"):
+    for key in ("step", "global_step", "trainer/global_step", "iteration", "iter", "_step",
+                "time/total_timesteps", "total_timesteps", "epoch"):  # fmt: skip
         if key in lowered:
             return lowered.index(key)
     if len(lowered) >= 2 and lowered[:2] == ["wall time", "step"]:
@@ -141,7 +151,7 @@ def _finish(raw: Raw, job: Future[Loaded] | None, names: list[str], delim: str, 
     block's text through the Python conversion."""
     data, columns = job.result() if job is not None else (_as_bytes(raw), None)
     if columns is None:
-        _csv_block(_decode(data, ctx.stats), names, delim, step_col, ctx, prefix)
+        _csv_block(decode(data, ctx.stats), names, delim, step_col, ctx, prefix)
         return
     rows = len(columns[0])
     ctx.stats.lines += rows  # a converted block is plain ASCII, one row per line
@@ -158,6 +168,7 @@ def _csv_block(text: str, names: list[str], delim: str, step_col: int, ctx: Read
         return
     add = ctx.collector.add
     ncol = len(names)
+    source = names[step_col] if 0 <= step_col < len(names) else ""
     for row in _csv_rows(iter(text.split("\n")[:-1]), delim):
         step = None
         if 0 <= step_col < len(row):
@@ -173,7 +184,7 @@ def _csv_block(text: str, names: list[str], delim: str, step_col: int, ctx: Read
             if fv is not None:
                 metrics[names[i]] = fv
         if metrics:
-            add(step, metrics, prefix)
+            add(step, metrics, prefix, source)
 
 
 def _bulk_columns(text: str, ncol: int, delim: str) -> list[Any] | None:
@@ -218,6 +229,9 @@ def _feed_columns(columns: list[Any], rows: int, names: list[str], step_col: int
         positional = not all_finite(steps) or _EMPTY_VALUE in steps
     if positional:
         steps = np.arange(collector.records + 1, collector.records + rows + 1, dtype=np.float64)
+        collector.step_sources[POSITION] += rows
+    else:
+        collector.step_sources[names[step_col]] += rows
     for i, name in enumerate(names):
         if i == step_col:
             continue

@@ -1,0 +1,1 @@
+"""One reader per log format; each streams its input into a Collector."""
