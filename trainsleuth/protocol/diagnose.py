@@ -50,7 +50,8 @@ _FINDING_SEVERITIES = ("warning", "error", "critical")
 def _is_bisect_verdict(data: Any) -> bool:
     if not isinstance(data, dict):
         return False
-    res = data.get("result") if isinstance(data.get("result"), dict) else data
+    inner = data.get("result")
+    res: dict[str, Any] = inner if isinstance(inner, dict) else data
     if not isinstance(res, dict):
         return False
     if res.get("first_bad_commit"):
@@ -77,7 +78,8 @@ def _localised_runtime_finding(source: str, data: Any) -> bool:
     """An error found by running the user's code that names where: a module, parameters or state."""
     if source not in RUNTIME_SOURCES or not isinstance(data, dict):
         return False
-    res = data.get("result") if isinstance(data.get("result"), dict) else data
+    inner = data.get("result")
+    res: dict[str, Any] = inner if isinstance(inner, dict) else data
     for item in res.get("findings") or []:
         if not isinstance(item, dict) or item.get("severity") not in _LOCALISED_SEVERITIES:
             continue
