@@ -181,3 +181,12 @@ ALLOWED = [
 def test_ordinary_commands_stay_allowed(env: dict[str, Path], command: str) -> None:
     cmd = command.format(db=env["db"], root=env["root"])
     assert _claude(env["free"], "Bash", {"command": cmd}) == "allow", cmd
+
+
+def test_a_name_that_merely_starts_like_the_state_folder_is_not_it(
+    env: dict[str, Path], tmp_path: Path
+) -> None:
+    sibling = Path(str(env["root"]) + "-notes")
+    sibling.mkdir(exist_ok=True)
+    assert _claude(env["free"], "Bash", {"command": f"echo x > {sibling}/a.txt"}) == "allow"
+    assert _claude(env["free"], "Bash", {"command": f"echo x > {env['root']}/a.txt"}) == "deny"

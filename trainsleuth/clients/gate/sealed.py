@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -96,14 +97,20 @@ def reaches_state(
     return False
 
 
+def _spelled(text: str, command: str) -> bool:
+    """`text` (a folder path) appears in `command` as a whole path or the start of one, not as the
+    prefix of another name (`/x/state` is not in `/x/state-ws/train.py`)."""
+    return re.search(r"(?<![\w.-])" + re.escape(text) + r"(?![\w.-])", command) is not None
+
+
 def names_state(command: str, folders: list[Path]) -> bool:
     """Whether a command's text spells a sealed state folder's path (absolute or ~-form)."""
     home = str(Path.home())
     for folder in folders:
         text = str(folder)
-        if text in command:
+        if _spelled(text, command):
             return True
-        if text.startswith(home + os.sep) and "~" + text[len(home) :] in command:
+        if text.startswith(home + os.sep) and _spelled("~" + text[len(home) :], command):
             return True
     return False
 
