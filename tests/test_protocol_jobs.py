@@ -6,6 +6,7 @@ verify_fix jobs on one investigation never run side by side."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-from test_protocol_helpers import TRAINSLEUTH, Driver, TerminalPerson, make_repo, text_of
+from test_protocol_helpers import TRAINSLEUTH, Driver, TerminalPerson, make_repo, server_with_person, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -199,3 +200,32 @@ async def test_two_servers_verifying_at_once_through_jobs_do_not_race(tmp_path: 
         final = await Driver(c).get(iid)
     assert final["phase"] == "resolved" and [a["status"] for a in final["attempts"]] == ["passed"]
     assert (ws / "train.py").read_text() == "lr = 1\n"
+
+
+async def test_the_person_sees_the_code_when_the_job_result_is_delivered(tmp_path: Path) -> None:
+    """A client without dialogs: the person is shown the diagnosis and its one-time code by the server
+    that delivers the job's result (the job process has no channel to the person), exactly once."""
+    ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
+    server, _, person = server_with_person(ws, call_wait_s=0.0)
+    async with Client(server) as c:
+        d = Driver(c, person)
+        iid = await d.start(reproducer=REPRO, pathway="quick")
+        ev = await d.evidence(iid)
+        started = await c.call_tool("submit_diagnosis", d.diagnosis(iid, ev))
+        job = started.structured_content or {}
+        assert job.get("status") == "running", text_of(started)
+        assert not person.seen  # nothing shown while the reproducer runs
+        got: dict[str, Any] = {}
+        for _ in range(10):
+            got = await d.ok("get_job", {"job_id": job["job_id"], "wait_s": 20})
+            if got["status"] != "running":
+                break
+        assert got["status"] == "succeeded" and got["result"]["diagnosis"]["status"] == "awaiting_approval", (
+            got
+        )
+        assert got["result"]["approval_note"] and len(person.seen) == 1
+        assert "One-time code" not in json.dumps(got)  # the code reaches the person only
+        await d.ok("get_job", {"job_id": job["job_id"]})
+        assert len(person.seen) == 1  # fetched again: not shown again
+        approved = await d.approve(iid)
+        assert approved["phase"] == "approved"
