@@ -18,14 +18,14 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "demo"
 TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")
 
-# Six protocol calls (issue 22.3: <= 6 beyond the diagnostic ones); results become evidence by themselves.
+# Five protocol calls (issue 22.3: <= 6 beyond the diagnostic ones); results become evidence by themselves,
+# and the approval begins the fix attempt.
 STEPS_IN_ORDER = [
     "start_investigation",
     "analyze_training_log",
     "probe_gradients",
     "submit_diagnosis",
     "approve_diagnosis",
-    "begin_fix",
     "verify_fix",
     "capture_knowledge",
 ]

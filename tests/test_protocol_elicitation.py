@@ -55,7 +55,7 @@ async def test_elicitation_accept_approves(tmp_path: Path, mode: str) -> None:
         out = await d.ok(
             "approve_diagnosis", {"investigation_id": iid, "approver": "bot", "words": "trust me"}
         )
-        assert out["path"] == "elicitation" and out["decision"] == "approve" and out["phase"] == "approved"
+        assert out["path"] == "elicitation" and out["decision"] == "approve" and out["phase"] == "fixing"
         assert out["diagnosis"]["approval"]["approver"] == "Ann"
         assert out["diagnosis"]["approval"]["words"] == "makes sense"
         assert len(seen) == 1 and diag_id in seen[0] and "learning rate 10" in seen[0]
@@ -131,7 +131,7 @@ async def test_low_confidence_is_not_put_to_the_person_before_review(tmp_path: P
             },
         )
         out = await d.ok("approve_diagnosis", {"investigation_id": iid})
-        assert out["path"] == "elicitation" and out["phase"] == "approved" and len(seen) == 1
+        assert out["path"] == "elicitation" and out["phase"] == "fixing" and len(seen) == 1
         assert "Critical review: CONFIRMED" in seen[0]
 
 
@@ -156,7 +156,7 @@ async def test_without_elicitation_the_person_gives_a_one_time_code(tmp_path: Pa
             "approve_diagnosis",
             {"investigation_id": iid, "code": code, "approver": "Ann Lee", "words": "Yes, fix the lr."},
         )
-        assert out["path"] == "one_time_code" and out["phase"] == "approved"
+        assert out["path"] == "one_time_code" and out["phase"] == "fixing"
         approval = out["diagnosis"]["approval"]
         assert approval["approver"] == "Ann Lee" and approval["words"] == "Yes, fix the lr."
         assert "one-time code shown on" in approval["channel"] and approval["decision"] == "approve"
@@ -201,4 +201,4 @@ async def test_elicitation_only_is_kept_in_the_workspace_state(tmp_path: Path) -
     async with Client(plain, elicitation_callback=cb) as c:
         d = Driver(c)
         out = await d.ok("approve_diagnosis", {"investigation_id": iid})
-        assert out["path"] == "elicitation" and out["phase"] == "approved"
+        assert out["path"] == "elicitation" and out["phase"] == "fixing"

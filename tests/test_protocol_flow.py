@@ -109,7 +109,7 @@ async def test_full_pathway_end_to_end(tmp_path: Path) -> None:
 
         diag = await d.ok("submit_diagnosis", d.diagnosis(iid, ev, confidence=0.95))
         approved = await d.approve(iid, words="approved")
-        assert approved["path"] == "one_time_code" and approved["phase"] == "approved"
+        assert approved["path"] == "one_time_code" and approved["phase"] == "fixing"
         assert approved["diagnosis"]["approval"]["words"] == "approved"
 
         await d.ok("begin_fix", {"investigation_id": iid, "description": "lr back to 1"})

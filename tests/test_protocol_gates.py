@@ -132,12 +132,14 @@ async def test_adversary_tries_to_skip_every_gate(tmp_path: Path) -> None:
         )
         await d.refused("approve_diagnosis", {"investigation_id": iid, "code": "0000-0000"}, "wrong")
         await d.approve(iid)
-        await d.refused("verify_fix", {"investigation_id": iid}, "begin_fix")
+        assert await phase() == "fixing"  # the approval begins the first attempt
         await d.refused("capture_knowledge", {"investigation_id": iid, "lessons": ["x"]}, "verify_fix")
-        await d.refused("approve_diagnosis", {"investigation_id": iid, "code": person.code()}, "begin_fix")
+        await d.refused("approve_diagnosis", {"investigation_id": iid, "code": person.code()}, "verify_fix")
 
-        # Fixing: one attempt at a time; no moving the goalposts mid-attempt.
-        await d.ok("begin_fix", fix)
+        # Fixing: one attempt at a time; no moving the goalposts mid-attempt. begin_fix on the attempt the
+        # approval began only names it.
+        named = await d.ok("begin_fix", fix)
+        assert named["attempt"]["description"] == fix["description"]
         await d.refused("begin_fix", fix, "already active", "verify_fix")
         await d.refused("submit_diagnosis", d.diagnosis(iid, ev), "verify_fix")
         await d.refused("propose_hypotheses", {"investigation_id": iid, "hypotheses": hyps}, "verify_fix")
@@ -195,9 +197,7 @@ async def test_edit_gate_follows_the_phase_and_never_writes(tmp_path: Path) -> N
         ev = await d.evidence(iid)
         await d.ok("submit_diagnosis", d.diagnosis(iid, ev))
         assert not edit_gate_status(ws).allowed
-        await d.approve(iid)
-        status = edit_gate_status(ws)
-        assert not status.allowed and "begin_fix" in status.next_step
+        await d.approve(iid)  # begins the first attempt: the gate opens for the one change
         await d.ok("begin_fix", {"investigation_id": iid, "description": "lr 1"})
         before = _digest(db)
         status = edit_gate_status(ws)

@@ -119,7 +119,7 @@ async def test_a_code_approves_one_decision_only(tmp_path: Path) -> None:
         out = await d.ok("approve_diagnosis", {"investigation_id": first, "code": code_first})
         assert out["path"] == "one_time_code"
         # A used code does not work twice.
-        await d.refused("approve_diagnosis", {"investigation_id": first, "code": code_first}, "begin_fix")
+        await d.refused("approve_diagnosis", {"investigation_id": first, "code": code_first}, "verify_fix")
 
 
 async def test_a_second_server_obeys_the_workspace_approval_policy(tmp_path: Path) -> None:

@@ -55,4 +55,4 @@ async def test_approve_waits_for_the_person_in_their_terminal(tmp_path: Path) ->
         out = json.loads(waited.stdout)["structured"]
         assert out["path"] == "terminal" and out["decision"] == "approve"
         assert REPRO in shown[0]
-        assert (await d.get(iid))["phase"] == "approved"
+        assert (await d.get(iid))["phase"] == "fixing"  # approval begins the first attempt

@@ -97,7 +97,7 @@ def _prepare_workspace(example: Path, workspace: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(example / name, target)
     git = shutil.which("git")
-    if git:  # begin_fix records HEAD; a repository makes the fix's diff exact
+    if git:  # a fix attempt records HEAD; a repository makes the fix's diff exact
         env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@localhost"}
         env |= {"GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@localhost"}
         for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the demo example, as shipped"]):
@@ -228,7 +228,7 @@ async def run_demo(
         if not all(evidence) or "None" in evidence:
             raise DemoFailure("the analysis results were not recorded as evidence of the open investigation")
 
-        diagnosis, _ = await call(
+        await call(
             "submit_diagnosis",
             {
                 "investigation_id": iid,
@@ -264,11 +264,7 @@ async def run_demo(
         if not approvals:
             raise DemoFailure("approve_diagnosis did not ask for approval through elicitation")
 
-        await call(
-            "begin_fix",
-            {"investigation_id": iid, "description": diagnosis["diagnosis"]["proposed_fix"]["change"]},
-            "begin the fix attempt (the server records the repository state first)",
-        )
+        # The approval began the fix attempt (the server recorded the repository state as approved).
         shutil.copy2(workspace / "fix" / "model.py", workspace / "model.py")
         n.say("   applied the example's fix in the scratch copy: model.py now floors the norm (one change)")
 

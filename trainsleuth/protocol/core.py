@@ -444,6 +444,9 @@ class ProtocolCore:
         inv = self._inv_row(conn, d["investigation_id"])
         return views.diagnosis_view(conn, d, self._strikes(conn, inv))
 
+    def _after_approval(self, inv_id: str, change: str) -> None:
+        """Hook: what follows an approved diagnosis (the fixing phase begins the first attempt)."""
+
     def _attempts(
         self, conn: sqlite3.Connection, inv_id: str, attempt_id: str | None = None
     ) -> list[AttemptView]:

@@ -50,8 +50,7 @@ _FINDING_SEVERITIES = ("warning", "error", "critical")
 def _is_bisect_verdict(data: Any) -> bool:
     if not isinstance(data, dict):
         return False
-    inner = data.get("result")
-    res: dict[str, Any] = inner if isinstance(inner, dict) else data
+    res: dict[str, Any] = data["result"] if isinstance(data.get("result"), dict) else data
     if not isinstance(res, dict):
         return False
     if res.get("first_bad_commit"):
@@ -78,8 +77,7 @@ def _localised_runtime_finding(source: str, data: Any) -> bool:
     """An error found by running the user's code that names where: a module, parameters or state."""
     if source not in RUNTIME_SOURCES or not isinstance(data, dict):
         return False
-    inner = data.get("result")
-    res: dict[str, Any] = inner if isinstance(inner, dict) else data
+    res: dict[str, Any] = data["result"] if isinstance(data.get("result"), dict) else data
     for item in res.get("findings") or []:
         if not isinstance(item, dict) or item.get("severity") not in _LOCALISED_SEVERITIES:
             continue
@@ -477,7 +475,9 @@ class Diagnosis(ProtocolCore):
                     inv_id,
                     f"there is no diagnosis awaiting approval (phase: {inv['phase']})",
                     "the diagnosis is already approved: begin_fix"
-                    if inv["phase"] in (APPROVED, FIXING)
+                    if inv["phase"] == APPROVED
+                    else "the diagnosis is approved and a fix attempt is active: make the one change, then verify_fix"
+                    if inv["phase"] == FIXING
                     else "submit_diagnosis first (Gate 4)",
                 )
             if diagnosis_id and diagnosis_id != diag["id"]:
@@ -550,7 +550,12 @@ class Diagnosis(ProtocolCore):
                 kind = "diagnosis_rejected"
             self._event(conn, inv_id, kind, inv["phase"], summary[:500], record)
             self._save(conn, inv)
-            return self._diagnosis_view(conn, self._diagnosis(conn, diag_id))
+            view = self._diagnosis_view(conn, self._diagnosis(conn, diag_id))
+        if approval.decision == "approve":
+            # The first fix attempt begins with the approval (the tree is the one the person approved), so the
+            # assistant goes straight to its one change and verify_fix; begin_fix stays for later attempts.
+            self._after_approval(inv_id, str(diag["data"]["proposed_fix"]["change"]))
+        return view
 
     def _decide_amendment(
         self,

@@ -76,7 +76,10 @@ def verify_lock(state_dir: Path, inv_id: str) -> Iterator[bool]:
 
 
 class Fixing(ProtocolCore):
-    def begin_fix(self, inv_id: str, description: str) -> AttemptView:
+    def begin_fix(self, inv_id: str, description: str, auto: bool = False) -> AttemptView:
+        """Start one fix attempt: the tree is snapshotted so the attempt's diff can be judged and reverted.
+        Approval begins the first attempt by itself (`auto`); a begin_fix on that untouched attempt only
+        renames it, so an assistant that calls it anyway loses nothing."""
         from trainsleuth.protocol.snapshot import SnapshotError, take_snapshot
 
         with self._tx() as conn:
@@ -88,6 +91,9 @@ class Fixing(ProtocolCore):
             phase = inv["phase"]
             problem = strikes.ensure_problem(conn, inv["data"]["problem_id"], inv["created_at"])
             if phase == FIXING:
+                active = self._active_attempt_data(conn, inv)
+                if active is not None and active[1].get("auto") and description.strip():
+                    return self._rename_auto_attempt(inv_id, active[0], description)
                 raise self.refuse(
                     inv_id, "a fix attempt is already active", "verify_fix it first (one change at a time)"
                 )
@@ -162,6 +168,7 @@ class Fixing(ProtocolCore):
                 "problem_id": problem["id"],
                 "epoch": problem["epoch"],
                 "token": token,
+                "auto": auto,
             }
             conn.execute(
                 "INSERT INTO fix_attempts(id, investigation_id, diagnosis_id, number, created_at, status, data) "
@@ -182,6 +189,32 @@ class Fixing(ProtocolCore):
             )
             self._save(conn, inv)
             return self._attempts(conn, inv_id, attempt_id)[0]
+
+    def _after_approval(self, inv_id: str, change: str) -> None:
+        try:
+            self.begin_fix(inv_id, f"the approved fix: {change}"[:500], auto=True)
+        except ProtocolError:
+            pass  # e.g. no git repository: begin_fix, called by hand, explains why
+
+    def _rename_auto_attempt(self, inv_id: str, attempt_id: str, description: str) -> AttemptView:
+        with self._tx() as conn:
+            row = conn.execute("SELECT data FROM fix_attempts WHERE id=?", (attempt_id,)).fetchone()
+            adata = json.loads(row["data"])
+            adata["description"] = description
+            adata["auto"] = False  # the assistant's own now: a second begin_fix is refused as usual
+            conn.execute("UPDATE fix_attempts SET data=? WHERE id=?", (dumps(adata), attempt_id))
+            return self._attempts(conn, inv_id, attempt_id)[0]
+
+    def _active_attempt_data(
+        self, conn: sqlite3.Connection, inv: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]] | None:
+        attempt_id = inv["data"].get("active_attempt_id")
+        row = (
+            conn.execute("SELECT data FROM fix_attempts WHERE id=?", (attempt_id,)).fetchone()
+            if attempt_id
+            else None
+        )
+        return (str(attempt_id), json.loads(row["data"])) if row is not None else None
 
     def verify_fix(
         self,

@@ -51,7 +51,7 @@ _KV = re.compile(
 # `key value` pairs without `=` or `:`: the key is one word, or two when the first qualifies the
 # second (`train loss`, `grad norm`); such a line counts only if some key is a known metric
 _SPACE_KV = re.compile(
-    rf"(?<![\w./-])([A-Za-z][A-Za-z_]*(?:\s+[A-Za-z][A-Za-z_]*)?)\s+({NUMV})((?-i:[kKM]))?(?:\s?({UNIT}))?(?=[\s,;|)\]]|$)",
+    rf"(?<![\w./-])([A-Za-z][A-Za-z0-9_]*(?:\s+[A-Za-z][A-Za-z0-9_]*)?)\s+({NUMV})((?-i:[kKM]))?(?:\s?({UNIT}))?(?=[\s,;|)\]]|$)",
     re.I,
 )
 # `'key': value` in a printed dict; the value is checked by `_dict_value` (a plain character class

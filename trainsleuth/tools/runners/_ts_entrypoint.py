@@ -172,6 +172,7 @@ def validate_contract(result):
     for name in ("loss_fn", "step_fn", "eval_fn", "setup", "wrap_model"):
         if result.get(name) is not None and not callable(result[name]):
             raise EntrypointError("contract_error", f"'{name}' must be callable", key=name)
+    _check_loss_fn(result.get("loss_fn"), torch)
     opt = result.get("optimizer")
     if opt is not None and not isinstance(opt, torch.optim.Optimizer):
         raise EntrypointError(
@@ -191,6 +192,46 @@ def validate_contract(result):
     out["batches"] = batches
     out["unknown_keys"] = sorted(k for k in result if k not in CONTRACT_KEYS)
     return out
+
+
+# First parameter names of a criterion(output, target), which the contract's loss_fn(model, batch) is not.
+_OUTPUT_NAMES = {"out", "output", "outputs", "logits", "pred", "preds", "prediction", "predictions", "y_hat",
+                 "yhat", "y_pred", "scores", "input"}  # fmt: skip
+_LOSS_FN_HINT = (
+    "'loss_fn' is called as loss_fn(model, batch): it runs the model on the batch itself and returns the loss "
+    "(a scalar, or a dict of terms that are summed). Wrap your criterion, e.g. "
+    "'loss_fn': lambda model, batch: criterion(model(batch[0]), batch[1])"
+)
+
+
+def _check_loss_fn(fn, torch):
+    """A criterion given where the contract wants loss_fn(model, batch) fails deep inside the run with a
+    TypeError that blames the user's code; say what the contract is before anything runs."""
+    if fn is None:
+        return
+    if isinstance(fn, torch.nn.Module):
+        raise EntrypointError(
+            "contract_error",
+            f"'loss_fn' is a {type(fn).__name__} module, a criterion(output, target). " + _LOSS_FN_HINT,
+            key="loss_fn",
+        )
+    import inspect
+
+    try:
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        return
+    if params and params[0].name.lower() in _OUTPUT_NAMES:
+        names = ", ".join(p.name for p in params)
+        raise EntrypointError(
+            "contract_error",
+            f"'loss_fn' takes ({names}), like a criterion(output, target). " + _LOSS_FN_HINT,
+            key="loss_fn",
+        )
 
 
 SCRIPT_HELP = (

@@ -16,7 +16,7 @@ from trainsleuth.tools.logs.detect.gradnorm import detect_grad_norm, grad_findin
 from trainsleuth.tools.logs.detect.loss import detect_loss
 from trainsleuth.tools.logs.detect.overfit import detect_overfitting
 from trainsleuth.tools.logs.detect.precision import detect_loss_scale, detect_skipped, skip_intervals
-from trainsleuth.tools.logs.detect.progress import plateau, val_stall
+from trainsleuth.tools.logs.detect.progress import is_r2, plateau, r2_at_mean, val_stall
 from trainsleuth.tools.logs.detect.throughput import detect_throughput
 from trainsleuth.tools.logs.detect.values import detect_constant, detect_nonfinite
 from trainsleuth.tools.logs.errors import KIND_TEXT, ErrorScanner
@@ -64,6 +64,12 @@ def detect_all(
             f = detect_overfitting(v, trains[0]) or val_stall(v, trains[0]) or plateau(v, vsteps, vvals)
             if f:
                 events.append(f)
+    # A regressor's R^2 at the mean-predictor's 0 (one finding: the first R^2 series, training before validation).
+    for s in sorted((s for s in series if is_r2(s.name)), key=lambda s: ("val" in s.name.lower(), s.name)):
+        f = r2_at_mean(s)
+        if f:
+            events.append(f)
+            break
     falls: list[float] = []
     for s in by_role.get("loss_scale", []):
         found, fl = detect_loss_scale(s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from statistics import median
 
 from trainsleuth.tools.findings import Finding
@@ -57,6 +58,45 @@ def plateau(s: Series, steps: list[float], vals: list[float]) -> Finding | None:
             chance_level=chance,
         )
     return _stalled_after_early_drop(s, steps, vals)
+
+
+_R2_NAME = re.compile(r"(?:^|[_/.\s-])(?:r\^?2|r_?squared|r2_score)$", re.I)
+R2_AT_MEAN = 0.05  # the last records' median R^2 at most this: no better than predicting the mean
+R2_NEVER_ABOVE = 0.2  # ... and never above this anywhere in the run
+
+
+def is_r2(name: str) -> bool:
+    """`r2`, `train_r2`, `val/R2`, `r_squared`, `r2_score`: the coefficient of determination."""
+    return bool(_R2_NAME.search(name)) or name.lower() in ("r2", "r^2")
+
+
+def r2_at_mean(s: Series) -> Finding | None:
+    """A regression metric R^2 that stays near 0 for the whole run: predicting the mean of the targets
+    scores exactly 0, so the model explains none of the variance however the loss moved (a loss can
+    fall a little and settle while the model learns a constant)."""
+    steps, vals, _ = timeline(s)
+    vals = [v for v in vals if math.isfinite(v)]
+    if len(vals) < 3 or not _from_start(steps):
+        return None
+    k = max(1, len(vals) // 5)
+    last, peak = median(vals[-k:]), max(vals)
+    if last > R2_AT_MEAN or peak > R2_NEVER_ABOVE:
+        return None
+    return finding(
+        "plateau",
+        "warning",
+        f"{s.name} stays near 0 for the whole run (at most {r6(peak)}, {r6(last)} over the last {k} records): "
+        "an R^2 of 0 is what always predicting the mean of the targets scores, so the model explains next to "
+        "none of the variance; it is not learning from its inputs.",
+        step=steps[0],
+        metric=s.name,
+        last_window_median=r6(last),
+        max_value=r6(peak),
+        window_points=k,
+        last_step=as_step(steps[-1]),
+        from_start=True,
+        baseline="R^2 = 0 (predicting the mean)",
+    )
 
 
 def _from_start(steps: list[float]) -> bool:
