@@ -228,4 +228,4 @@ async def test_the_person_sees_the_code_when_the_job_result_is_delivered(tmp_pat
         await d.ok("get_job", {"job_id": job["job_id"]})
         assert len(person.seen) == 1  # fetched again: not shown again
         approved = await d.approve(iid)
-        assert approved["phase"] == "approved"
+        assert approved["phase"] in ("approved", "fixing")  # approval may open the fix attempt at once
