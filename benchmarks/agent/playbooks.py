@@ -52,7 +52,9 @@ class CaseRun:
 
     @property
     def resolved(self) -> bool:
-        verified = any(s.get("tool") == "verify_fix" and (s.get("structured") or {}).get("passed") for s in self.steps)
+        verified = any(
+            s.get("tool") == "verify_fix" and (s.get("structured") or {}).get("passed") for s in self.steps
+        )
         return self.exit_code == 0 and verified and "capture_knowledge" in self.protocol
 
 
@@ -93,7 +95,9 @@ def run_case(name: str, work: Path, timeout_s: float = 1800.0) -> CaseRun:
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        return CaseRun(name, proc.returncode, seconds, failures=[proc.stdout[-2000:]], stderr=proc.stderr[-4000:])
+        return CaseRun(
+            name, proc.returncode, seconds, failures=[proc.stdout[-2000:]], stderr=proc.stderr[-4000:]
+        )
     run = CaseRun(name, int(report["exit_code"]), seconds, steps=report["steps"], stderr=proc.stderr[-4000:])
     for step in run.steps:
         tool = step.get("tool")
@@ -104,7 +108,9 @@ def run_case(name: str, work: Path, timeout_s: float = 1800.0) -> CaseRun:
             if "decisive" in str(step.get("name", "")):
                 run.decisive.append(str(tool))
         elif step.get("write") or step.get("shell"):
-            run.actions.append(f"{'write' if step.get('write') else 'shell'}: {step.get('write') or step.get('shell')}")
+            run.actions.append(
+                f"{'write' if step.get('write') else 'shell'}: {step.get('write') or step.get('shell')}"
+            )
         run.job_polls += int(step.get("job_polls") or 0)
         run.failures += [f"{step.get('name')}: {f}" for f in step.get("failures") or []]
     return run
@@ -142,7 +148,10 @@ def run_benchmark(quick: bool = False) -> Any:
         GOAL,
         direction="lower",
         unit="calls",
-        details="; ".join(f"{r.case}: {len(r.protocol)} protocol, {len(r.diagnostic)} diagnostic, {r.seconds:.0f}s" for r in runs)
+        details="; ".join(
+            f"{r.case}: {len(r.protocol)} protocol, {len(r.diagnostic)} diagnostic, {r.seconds:.0f}s"
+            for r in runs
+        )
         + (f"; NOT RESOLVED: {', '.join(unresolved)}" if unresolved else ""),
         command=COMMAND,
     )
@@ -161,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.cases or case_names():
             run = run_case(name, Path(tmp))
             runs.append(run)
-            print(f"{name}: exit {run.exit_code}, {len(run.protocol)} protocol calls, {run.seconds:.0f}s", flush=True)
+            print(
+                f"{name}: exit {run.exit_code}, {len(run.protocol)} protocol calls, {run.seconds:.0f}s",
+                flush=True,
+            )
             for failure in run.failures:
                 print(f"    - {failure}", flush=True)
     print(table(runs))
