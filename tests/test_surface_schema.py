@@ -258,3 +258,22 @@ def test_scalars_given_for_text_arguments_are_read_as_their_json_text(workspace:
         "bisect_commits", tool.input_model, tool.schema, {**args, "timeout_s": "soon"}
     )
     assert problem is not None and "timeout_s:" in problem and "number >= 1" in problem
+
+
+def test_one_sentence_for_a_list_of_sentences_is_a_list_of_one(workspace: Path) -> None:
+    """`--arg lessons=...` (a plain sentence) where a list of strings is expected: two blind agent benchmark
+    runs failed on it. A list stays a list; a string where objects are expected is still an error."""
+    _, registry = build_server(ServerConfig(workspaces=[workspace]))
+    tool = registry.tools["capture_knowledge"]
+    args = {"investigation_id": "inv-1", "lessons": "Per-step schedules are stepped per optimizer step."}
+    validated, parsed, problem = check_arguments("capture_knowledge", tool.input_model, tool.schema, args)
+    assert problem is None and validated is not None
+    assert parsed["lessons"] == ["Per-step schedules are stepped per optimizer step."]
+    _, parsed, _ = check_arguments(
+        "capture_knowledge", tool.input_model, tool.schema, {**args, "lessons": ["a", "b"]}
+    )
+    assert parsed["lessons"] == ["a", "b"]
+    _, _, problem = check_arguments(
+        "capture_knowledge", tool.input_model, tool.schema, {**args, "constraint": "a rule"}
+    )
+    assert problem is not None and "constraint" in problem

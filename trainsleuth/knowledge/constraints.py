@@ -33,6 +33,8 @@ def _default(workspace: Path, shared: Path) -> Path:
     if (workspace / shared.parent).is_dir():
         return workspace / shared
     return workspace / PRIVATE_KNOWLEDGE / shared.name
+
+
 ENV_CONSTRAINTS = "TRAINSLEUTH_CONSTRAINTS_FILE"
 ENV_FIX_PATTERNS = "TRAINSLEUTH_FIX_PATTERNS_FILE"
 MAX_FILE_BYTES = 2_000_000
