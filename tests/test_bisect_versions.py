@@ -119,6 +119,15 @@ def test_only_uninstallable_versions_left_is_an_honest_set(
     assert result["possible_first_bad"] == ["1.4.1", "1.6"]
 
 
+def test_no_installable_version_is_an_error_not_a_result(
+    tmp_path: Path, wheel_dir: Path, offline: None
+) -> None:
+    """Versions that exist nowhere (a typo, a missing index): nothing was tested, and it says so."""
+    with pytest.raises(BisectError, match="no version of tsdemo could be installed") as caught:
+        bisect(wheel_dir, tmp_path / "envs", versions=["7.0", "7.1"])
+    assert "nothing was tested" in caught.value.message and "find_links" in (caught.value.next_step or "")
+
+
 @pytest.mark.parametrize(
     ("package", "versions", "message"),
     [

@@ -173,6 +173,11 @@ def test_missing_and_escaping_topic_docs_are_reported_not_fatal(workspace: Path)
 
 
 def test_paths_are_configurable(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A project without `.agents/knowledge/` keeps trainsleuth's knowledge out of its repository...
+    assert constraints_path(workspace) == workspace / ".trainsleuth/knowledge/constraints.md"
+    assert fix_patterns_path(workspace) == workspace / ".trainsleuth/knowledge/fix-patterns.md"
+    # ...one that keeps the folder shares it through the repository.
+    (workspace / ".agents" / "knowledge").mkdir(parents=True)
     assert constraints_path(workspace) == workspace / ".agents/knowledge/constraints.md"
     (workspace / "pyproject.toml").write_text(
         '[tool.trainsleuth.knowledge]\nconstraints_file = "docs/RULES.md"\nfix_patterns_file = "docs/fixes.md"\n',

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp_types import ToolAnnotations
 
 from trainsleuth.server.app import INSTRUCTIONS, build_server
 from trainsleuth.server.context import ServerConfig
@@ -63,12 +64,14 @@ async def test_every_spec_tool_is_listed_with_honest_annotations(workspace: Path
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) >= SPEC_TOOLS
         for tool in tools.values():
-            ann = tool.annotations
-            assert ann is not None, tool.name
+            ann = tool.annotations or ToolAnnotations()  # none at all: every hint is its default
             chosen = registry.tools[tool.name].hints
             assert set(chosen) == set(HINT_DEFAULTS), tool.name
             for hint, default in HINT_DEFAULTS.items():
                 published = getattr(ann, hint)
+                if chosen["read_only_hint"] and hint in ("destructive_hint", "idempotent_hint"):
+                    assert published is None, (tool.name, hint)  # meaningless for a read-only tool (spec)
+                    continue
                 # Published only where it differs from the default; the effective value is the chosen one.
                 assert (published if published is not None else default) == chosen[hint], (tool.name, hint)
                 assert published is None or published != default, (tool.name, hint)

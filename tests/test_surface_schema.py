@@ -22,7 +22,8 @@ from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
 from trainsleuth.server.schema import check_arguments
 
-BUDGET_TOTAL = 20_000
+# Issue 18 asked for 20,000; the finisher's brief tightened it to 18,500 so ~30 tools leave room to grow.
+BUDGET_TOTAL = 18_500
 BUDGET_TOOL = 2_000
 
 
@@ -32,7 +33,7 @@ def wire(obj: Any) -> str:
 
 @pytest.mark.anyio
 async def test_tools_list_stays_within_budget(workspace: Path) -> None:
-    """The whole tools/list as sent on the wire (compact JSON): <= 20,000 characters, <= 2,000 per tool.
+    """The whole tools/list as sent on the wire (compact JSON): <= 18,500 characters, <= 2,000 per tool.
     `python -m benchmarks.surface` prints the same figures (recorded in docs/benchmarks.md)."""
     server, _ = build_server(ServerConfig(workspaces=[workspace]))
     async with Client(server) as client:
@@ -167,7 +168,7 @@ async def test_a_call_built_from_each_published_schema_validates(workspace: Path
     async with Client(server) as client:
         tools = (await client.list_tools()).tools
         for tool in tools:
-            args = example_arguments(tool.input_schema)
+            args = example_arguments(tool.input_schema, tool.name)
             jsonschema.validate(args, tool.input_schema)
             spec = registry.tools[tool.name]
             _, _, problem = check_arguments(tool.name, spec.input_model, spec.schema, args)
@@ -179,7 +180,7 @@ async def test_a_call_built_from_each_published_schema_validates(workspace: Path
                      "submit_diagnosis", "approve_diagnosis", "analyze_training_log", "get_job", "cancel_job",
                      "lookup_constraints", "diff_checkpoints", "read_probe_run"):  # fmt: skip
             tool = next(t for t in tools if t.name == name)
-            result = await client.call_tool(name, example_arguments(tool.input_schema))
+            result = await client.call_tool(name, example_arguments(tool.input_schema, name))
             text = result.content[0].text if result.content else ""
             assert "Invalid arguments" not in text, (name, text)
 
@@ -256,4 +257,23 @@ def test_scalars_given_for_text_arguments_are_read_as_their_json_text(workspace:
     _, _, problem = check_arguments(
         "bisect_commits", tool.input_model, tool.schema, {**args, "timeout_s": "soon"}
     )
-    assert problem is not None and "timeout_s:" in problem and "number > 0" in problem
+    assert problem is not None and "timeout_s:" in problem and "number >= 1" in problem
+
+
+def test_one_sentence_for_a_list_of_sentences_is_a_list_of_one(workspace: Path) -> None:
+    """`--arg lessons=...` (a plain sentence) where a list of strings is expected: two blind agent benchmark
+    runs failed on it. A list stays a list; a string where objects are expected is still an error."""
+    _, registry = build_server(ServerConfig(workspaces=[workspace]))
+    tool = registry.tools["capture_knowledge"]
+    args = {"investigation_id": "inv-1", "lessons": "Per-step schedules are stepped per optimizer step."}
+    validated, parsed, problem = check_arguments("capture_knowledge", tool.input_model, tool.schema, args)
+    assert problem is None and validated is not None
+    assert parsed["lessons"] == ["Per-step schedules are stepped per optimizer step."]
+    _, parsed, _ = check_arguments(
+        "capture_knowledge", tool.input_model, tool.schema, {**args, "lessons": ["a", "b"]}
+    )
+    assert parsed["lessons"] == ["a", "b"]
+    _, _, problem = check_arguments(
+        "capture_knowledge", tool.input_model, tool.schema, {**args, "constraint": "a rule"}
+    )
+    assert problem is not None and "constraint" in problem

@@ -365,7 +365,10 @@ def run_describe(args: argparse.Namespace) -> int:
         return 2
     chosen = [tools[name] for name in args.tool]
     if args.json:
-        out = [{**t, "example_arguments": example_arguments(t.get("inputSchema") or {})} for t in chosen]
+        out = [
+            {**t, "example_arguments": example_arguments(t.get("inputSchema") or {}, t["name"])}
+            for t in chosen
+        ]
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
         print(

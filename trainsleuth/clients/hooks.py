@@ -221,6 +221,31 @@ def _resolve(raw: str | Path, base: Path) -> Path:
     return Path(os.path.normpath(p))
 
 
+def _sealed_writes(
+    items: list[Target], command: str | None, *, base: Path, workspace: Path | None, state_path: Path | None
+) -> list[Target]:
+    """Writes that reach the sealed state folder outside the workspace (`clients/gate/sealed.py`)."""
+    from trainsleuth.clients.gate.sealed import hints_state, names_state, reaches_state, state_folders
+
+    ws = workspace or find_workspace(base)
+    folders = state_folders(ws, state_path)
+    keep = [base.absolute(), ws.absolute()]
+    found = [
+        t
+        for t in items
+        if t.path is not None and reaches_state(t.path, folders, pattern=t.pattern, keep=keep)
+    ]
+    if found or command is None:
+        return found
+    # A command that spells the folder's path and writes anything (`ln -s STATE st && echo x > st/k`),
+    # or writes where the gate cannot see (`python -c`, `$VAR`) and points at the state some other way.
+    unknown = [t for t in items if t.path is None]
+    if names_state(command, folders) or (unknown and hints_state(command)):
+        why = (unknown or items)[0].why
+        found.append(Target(None, f"{why}, in a command that names the state folder"))
+    return found
+
+
 def _gate_status(root: Path, state_path: Path | None) -> Any:
     """The protocol's answer for `root`; when the state cannot be read, a closed gate saying why."""
     from trainsleuth.protocol.gate import GateStatus, edit_gate_status
@@ -243,8 +268,10 @@ def decide(
     base: Path,
     workspace: Path | None,
     state_path: Path | None,
+    command: str | None = None,
 ) -> Decision:
-    """Gate the writes of one tool call (`targets`; a str is a path relative to `base`, '' unknown)."""
+    """Gate the writes of one tool call (`targets`; a str is a path relative to `base`, '' unknown;
+    `command`: the shell command they come from, if any)."""
     items = [
         t if isinstance(t, Target) else Target(_resolve(t, base) if t else None, "edit") for t in targets
     ]
@@ -259,6 +286,16 @@ def decide(
             "use the trainsleuth MCP tools to change the investigation",
             None,
             [t.shown() for t in protected],
+        )
+    sealed = _sealed_writes(items, command, base=base, workspace=workspace, state_path=state_path)
+    if sealed:
+        return Decision(
+            False,
+            f"this call writes trainsleuth's sealed investigation state ({sealed[0].shown()}); only the "
+            "trainsleuth server writes there, at every phase",
+            "use the trainsleuth MCP tools to change the investigation (get_investigation shows it)",
+            None,
+            [t.shown() for t in sealed],
         )
     # Each written file is gated by the investigations of the workspace it lies in: the nearest folder
     # above it holding trainsleuth state (or --workspace / --state when given). A write whose place is
@@ -339,17 +376,19 @@ def claude_code(event: Mapping[str, Any], *, workspace: Path | None, state_path:
     tool_input = _as_mapping(event.get("tool_input"))
     cwd = Path(str(event.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()))
     targets: list[Target | str]
+    command = None
     if tool.startswith("mcp__") and tool.split("__")[-1] in APPROVAL_TOOLS:
         return HookOutcome(json.dumps(_claude_payload("ask", ASK_REASON)) + "\n", "", 0)
     if tool in CLAUDE_EDIT_TOOLS:
         targets = list(_paths(tool_input, CLAUDE_EDIT_TOOLS[tool]))
     elif tool in CLAUDE_SHELL_TOOLS:
-        targets = list(shell_targets(str(tool_input.get("command", "")), cwd))
+        command = str(tool_input.get("command", ""))
+        targets = list(shell_targets(command, cwd))
     elif tool.startswith("mcp__") and MCP_WRITE_TOOL.search(tool.split("__")[-1]):
         targets = [] if tool.startswith("mcp__trainsleuth__") else list(_paths(tool_input, MCP_PATH_FIELDS))
     else:
         targets = []
-    decision = decide(targets, base=cwd, workspace=workspace, state_path=state_path)
+    decision = decide(targets, base=cwd, workspace=workspace, state_path=state_path, command=command)
     if decision.allowed:
         # No output: the call goes through Claude Code's normal permission flow (an explicit
         # "allow" would skip the user's own permission prompt).
@@ -374,8 +413,10 @@ def cursor(event: Mapping[str, Any], *, workspace: Path | None, state_path: Path
     base_raw = event.get("cwd") or (roots[0] if isinstance(roots, list) and roots else None) or os.getcwd()
     base = Path(str(base_raw))
     targets: list[Target | str] = []
+    command = None
     if name == "beforeShellExecution":
-        targets = list(shell_targets(str(event.get("command", "")), base))
+        command = str(event.get("command", ""))
+        targets = list(shell_targets(command, base))
     elif name == "beforeMCPExecution":
         tool = str(event.get("tool_name", ""))
         server = str(event.get("command", "")) + str(event.get("url", ""))
@@ -390,12 +431,13 @@ def cursor(event: Mapping[str, Any], *, workspace: Path | None, state_path: Path
         if tool in CURSOR_EDIT_TOOLS:
             targets = list(_paths(tool_input, CURSOR_EDIT_TOOLS[tool]))
         elif tool in CURSOR_SHELL_TOOLS:
-            targets = list(shell_targets(str(tool_input.get("command", "")), base))
+            command = str(tool_input.get("command", ""))
+            targets = list(shell_targets(command, base))
     elif name in ("beforeReadFile", "afterFileEdit", "afterShellExecution", "afterMCPExecution"):
         targets = []
     else:
         raise ValueError(f"unsupported Cursor hook event {name!r}")
-    decision = decide(targets, base=base, workspace=workspace, state_path=state_path)
+    decision = decide(targets, base=base, workspace=workspace, state_path=state_path, command=command)
     return HookOutcome(json.dumps(cursor_response(decision)) + "\n", "", 0)
 
 
@@ -423,10 +465,12 @@ def windsurf(event: Mapping[str, Any], *, workspace: Path | None, state_path: Pa
     info = _as_mapping(event.get("tool_info"))
     base = Path(str(info.get("cwd") or os.getcwd()))
     targets: list[Target | str] = []
+    command = None
     if name == "pre_write_code":
         targets = list(_paths(info, ("file_path",)))
     elif name == "pre_run_command":
-        targets = list(shell_targets(str(info.get("command_line", "")), base))
+        command = str(info.get("command_line", ""))
+        targets = list(shell_targets(command, base))
     elif name == "pre_mcp_tool_use":
         tool = str(info.get("mcp_tool_name", ""))
         is_ours = "trainsleuth" in str(info.get("mcp_server_name", ""))
@@ -434,7 +478,7 @@ def windsurf(event: Mapping[str, Any], *, workspace: Path | None, state_path: Pa
             targets = list(_paths(_as_mapping(info.get("mcp_tool_arguments")), MCP_PATH_FIELDS))
     elif not (isinstance(name, str) and name.startswith(("post_", "pre_read_code", "pre_user_prompt"))):
         raise ValueError(f"unsupported Windsurf hook event {name!r}")
-    decision = decide(targets, base=base, workspace=workspace, state_path=state_path)
+    decision = decide(targets, base=base, workspace=workspace, state_path=state_path, command=command)
     if decision.allowed:
         return HookOutcome("", "", 0)
     return HookOutcome("", decision.message() + "\n", 2)

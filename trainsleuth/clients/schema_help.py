@@ -75,6 +75,17 @@ def _bounds(lo: Any, hi: Any, xlo: Any, xhi: Any) -> str:
     return ", ".join(parts)
 
 
+# Where a tool's minimal call would mislead (an argument named like another tool's, or a call that
+# needs one of several optional arguments), the example shows the form that works; used only where
+# the schema has those arguments and accepts the values.
+_TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
+    "compare_runs": {"good": "logs/good.log", "bad": "logs/bad.log"},
+    "diff_checkpoints": {"b": "checkpoints/step_200.pt"},
+    "dump_stacks": {"pattern": "train.py"},
+    "probe_gradients": {"entrypoint": "train.py:make_probe"},
+}
+
+
 def example_value(name: str, prop: dict[str, Any]) -> Any:
     """A value the schema accepts for `name` (a named example when it fits the schema)."""
     named = _NAMED_EXAMPLES.get(name)
@@ -129,10 +140,15 @@ def _fits(value: Any, prop: dict[str, Any]) -> bool:
     return False
 
 
-def example_arguments(schema: dict[str, Any]) -> dict[str, Any]:
-    """The smallest call the schema accepts: every required argument, nothing else."""
+def example_arguments(schema: dict[str, Any], tool: str | None = None) -> dict[str, Any]:
+    """The smallest call the schema accepts: every required argument, nothing else (with `tool`,
+    the values and arguments that tool's call needs to work, see _TOOL_EXAMPLES)."""
     props = schema.get("properties", {})
-    return {name: example_value(name, props.get(name, {})) for name in schema.get("required", [])}
+    out = {name: example_value(name, props.get(name, {})) for name in schema.get("required", [])}
+    for name, value in _TOOL_EXAMPLES.get(tool or "", {}).items():
+        if name in props and _fits(value, props[name]):
+            out[name] = value
+    return out
 
 
 def example_command(tool: str, arguments: dict[str, Any]) -> str:
@@ -168,7 +184,7 @@ def describe_tool(name: str, description: str, schema: dict[str, Any], annotatio
                 lines.append(
                     f"      {smark} {pname}.{sub}  {describe_type(sprop)}" + (f"  - {sdesc}" if sdesc else "")
                 )
-    example = example_arguments(schema)
+    example = example_arguments(schema, name)
     lines.append("example:")
     lines.append(f"  {example_command(name, example)}")
     lines.append(f"  arguments as JSON: {json.dumps(example)}")

@@ -23,6 +23,18 @@ Layout = Literal["heading", "list"]
 
 DEFAULT_CONSTRAINTS = Path(".agents/knowledge/constraints.md")
 DEFAULT_FIX_PATTERNS = Path(".agents/knowledge/fix-patterns.md")
+# Where knowledge goes in a project that has not opted in to sharing it (no `.agents/knowledge/` folder):
+# inside trainsleuth's own git-ignored folder, so capture_knowledge leaves the user's repository as found.
+PRIVATE_KNOWLEDGE = Path(".trainsleuth/knowledge")
+
+
+def _default(workspace: Path, shared: Path) -> Path:
+    """The shared file when the project keeps `.agents/knowledge/`, else the private one."""
+    if (workspace / shared.parent).is_dir():
+        return workspace / shared
+    return workspace / PRIVATE_KNOWLEDGE / shared.name
+
+
 ENV_CONSTRAINTS = "TRAINSLEUTH_CONSTRAINTS_FILE"
 ENV_FIX_PATTERNS = "TRAINSLEUTH_FIX_PATTERNS_FILE"
 MAX_FILE_BYTES = 2_000_000
@@ -108,14 +120,15 @@ def _resolve(workspace: Path, value: str | Path) -> Path:
 
 def constraints_path(workspace: Path) -> Path:
     """Where the project's constraints live: $TRAINSLEUTH_CONSTRAINTS_FILE, else
-    ``[tool.trainsleuth.knowledge] constraints_file`` in pyproject.toml, else the default."""
+    ``[tool.trainsleuth.knowledge] constraints_file`` in pyproject.toml, else `.agents/knowledge/constraints.md`
+    when the project keeps that folder, else `.trainsleuth/knowledge/constraints.md` (not in the repository)."""
     env = os.environ.get(ENV_CONSTRAINTS)
     if env:
         return _resolve(workspace, env)
     value = _pyproject_settings(workspace).get("constraints_file")
     if isinstance(value, str) and value:
         return _resolve(workspace, value)
-    return workspace / DEFAULT_CONSTRAINTS
+    return _default(workspace, DEFAULT_CONSTRAINTS)
 
 
 def fix_patterns_path(workspace: Path) -> Path:
@@ -126,7 +139,7 @@ def fix_patterns_path(workspace: Path) -> Path:
     value = _pyproject_settings(workspace).get("fix_patterns_file")
     if isinstance(value, str) and value:
         return _resolve(workspace, value)
-    return workspace / DEFAULT_FIX_PATTERNS
+    return _default(workspace, DEFAULT_FIX_PATTERNS)
 
 
 # ---------------------------------------------------------------------------- parsing

@@ -39,10 +39,10 @@ class TimelineEvent(BaseModel):
 
 
 class HypothesisSpec(BaseModel):
-    statement: str = Field(description="What might be causing the symptom.")
-    confirm_if: str = Field(description="The observation that would confirm it.")
-    rule_out_if: str = Field(description="The observation that would rule it out.")
-    test: str | None = Field(default=None, description="How to test it (tool and arguments, or a command).")
+    statement: str
+    confirm_if: str
+    rule_out_if: str
+    test: str | None = Field(default=None, description="Tool call or command.")
 
 
 class HypothesisView(HypothesisSpec):

@@ -43,7 +43,7 @@ def run_tool_job(handle: JobHandle, params: dict[str, Any]) -> dict[str, Any]:
             raise
         raise JobError(*expected) from None
     images = [base64.b64encode(png).decode() for png in call.images]
-    handle.set_rendered(render_output(out, call), images)
+    handle.set_rendered(render_output(out, call), images, call.notes)
     return dict(out.model_dump(mode="json", by_alias=True))
 
 

@@ -224,6 +224,8 @@ OutT = TypeVar("OutT", bound=ToolOutput)
 
 SyncHandler = Callable[[Any, ToolCall], ToolOutput]
 AsyncHandler = Callable[[Any, ToolCall], Awaitable[ToolOutput]]
+# (output, arguments, call) -> output: what only the server process that delivers a job's result can do.
+FinishHandler = Callable[[Any, Any, ToolCall], ToolOutput]
 
 
 @dataclass
@@ -237,6 +239,10 @@ class RegisteredTool(Generic[InT, OutT]):
     schema: dict[str, Any] = field(default_factory=dict)
     long_running: bool = False
     hints: dict[str, bool] = field(default_factory=dict)
+    # long_running only: the argument whose value at most one running job may hold at a time
+    # (e.g. investigation_id), and the step run in the server process when the result is delivered.
+    one_job_per: str | None = None
+    finish: FinishHandler | None = None
 
 
 # ---------------------------------------------------------------------------- policy application
@@ -397,16 +403,21 @@ HINT_DEFAULTS = {
 
 def published_annotations(
     read_only: bool, destructive: bool, idempotent: bool, open_world: bool
-) -> ToolAnnotations:
+) -> ToolAnnotations | None:
     """The four hints as chosen, publishing only those that differ from the spec's defaults
-    (a client applies the defaults to the others, so the meaning is exactly the same)."""
+    (a client applies the defaults to the others, so the meaning is exactly the same). The spec
+    gives destructiveHint and idempotentHint meaning only when readOnlyHint is false, so a
+    read-only tool publishes neither; no hint to publish, no annotations at all."""
     chosen = {
         "read_only_hint": read_only,
         "destructive_hint": destructive,
         "idempotent_hint": idempotent,
         "open_world_hint": open_world,
     }
-    return ToolAnnotations(**{k: v for k, v in chosen.items() if v != HINT_DEFAULTS[k]})
+    if read_only:
+        del chosen["destructive_hint"], chosen["idempotent_hint"]
+    differing = {k: v for k, v in chosen.items() if v != HINT_DEFAULTS[k]}
+    return ToolAnnotations(**differing) if differing else None
 
 
 class ToolRegistry:
@@ -433,6 +444,8 @@ class ToolRegistry:
         idempotent: bool,
         open_world: bool,
         long_running: bool = False,
+        one_job_per: str | None = None,
+        finish: FinishHandler | None = None,
         resolved: dict[str, Any] | None = None,
         placeholder: bool = False,
         issue: int | None = None,
@@ -443,6 +456,13 @@ class ToolRegistry:
         (so it survives the call and the server), the call waits up to ~40 s sending progress,
         then returns a job id for `get_job`. The handler must be a module-level function; it
         finds its job handle in `call.job` (cleanups, cancellation).
+
+        `one_job_per="investigation_id"`: while a job holds that argument's value, another call
+        with the same value is refused naming the job (and the protocol's next steps point to it).
+        `finish(out, args, call)`: a module-level function run once in the server process that
+        delivers the result (to the waiting call or to get_job), with the live client: what the job
+        process cannot do (ask the person through the server's own terminal, read the client's
+        capabilities, restate the next step as it is now).
         """
         is_async = inspect.iscoroutinefunction(handler)
         if read_only and (long_running or issubclass(input_model, AnalysisInput)):
@@ -451,6 +471,12 @@ class ToolRegistry:
             )
         if long_running and (is_async or "<locals>" in getattr(handler, "__qualname__", "<locals>")):
             raise ValueError(f"{name}: a long_running handler must be a module-level sync function")
+        if (one_job_per or finish) and not long_running:
+            raise ValueError(f"{name}: one_job_per and finish apply to long_running tools only")
+        if finish is not None and "<locals>" in getattr(finish, "__qualname__", "<locals>"):
+            raise ValueError(f"{name}: finish must be a module-level function")
+        if one_job_per is not None and one_job_per not in input_model.model_fields:
+            raise ValueError(f"{name}: one_job_per names {one_job_per!r}, which is not an argument")
         resolved = resolved or {}
         ctx = self.ctx
         tool: RegisteredTool[Any, Any] = RegisteredTool(
@@ -462,6 +488,8 @@ class ToolRegistry:
             handler=handler,
             schema=published_schema(input_model),
             long_running=long_running,
+            one_job_per=one_job_per,
+            finish=finish,
             hints={
                 "read_only_hint": read_only,
                 "destructive_hint": destructive,
@@ -474,6 +502,7 @@ class ToolRegistry:
             mcp_ctx: Context = kwargs.pop("ctx")
             call = ToolCall(name=name, ctx=ctx, mcp_ctx=mcp_ctx)
             call.resolved = {k: kwargs.pop(k) for k in list(resolved) if k in kwargs}
+            args: BaseModel | None = None
             try:
                 args = apply_policy(input_model.model_validate(kwargs), ctx, call.outside_reads)
                 if long_running:
@@ -504,7 +533,15 @@ class ToolRegistry:
                         "check the arguments; if they are right this is a trainsleuth bug (details in the server log)",
                     )
                 log.info("tool %s refused: %s", name, expected[0].splitlines()[0][:300])
-                return error_result(*expected)
+                message, next_step = expected
+                held = getattr(args, "investigation_id", None) if args is not None else None
+                if held and not long_running:
+                    from trainsleuth.server.longrun import running_note
+
+                    note = await anyio.to_thread.run_sync(lambda: running_note(ctx, "investigation_id", held))
+                    if note:
+                        next_step = f"{note}; then: {next_step}" if next_step else note
+                return error_result(message, next_step)
 
         params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
         annotations: dict[str, Any] = {"ctx": Context}

@@ -160,7 +160,8 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
 
 
 def _pre_parse(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """Accept a list or object sent as a JSON string (some clients do that for nested values), and a
+    """Accept a list or object sent as a JSON string (some clients do that for nested values), one string
+    where a list of strings is expected as a list of one (two blind benchmark runs sent `lessons` so), and a
     number or boolean where text is expected as its JSON text (`--arg command=true` means "true")."""
     props = schema.get("properties", {})
     out = dict(arguments)
@@ -174,6 +175,10 @@ def _pre_parse(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, A
                 out[key] = json.loads(value)
             except json.JSONDecodeError:
                 pass
+            continue
+        # One plain sentence where a list of sentences is expected (`--arg lessons=...`): a list of one.
+        if isinstance(value, str) and kind == "array" and props[key].get("items", {}).get("type") == "string":
+            out[key] = [value]
     return out
 
 

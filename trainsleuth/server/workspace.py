@@ -44,6 +44,25 @@ class PolicyError(Exception):
         self.next_step = next_step
 
 
+def _missing(field: str, raw: str, real: Path) -> PolicyError:
+    """A path that does not exist: say so, and show what the nearest existing folder holds."""
+    folder = real.parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        names = sorted(
+            p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not p.name.startswith(".")
+        )
+    except OSError:
+        names = []
+    shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+    return PolicyError(
+        f"{field}: {raw!r} does not exist (resolved to {real})",
+        f"pass an existing file or folder as {field} (relative to the workspace, or absolute); "
+        f"{folder} holds: {shown or 'nothing'}",
+    )
+
+
 class WorkspacePolicy:
     def __init__(self, workspaces: Sequence[Path]) -> None:
         if not workspaces:
@@ -69,7 +88,7 @@ class WorkspacePolicy:
         if not self.contains(real):
             raise self._outside(raw, real, candidate, field)
         if must_exist and not real.exists():
-            raise PolicyError(f"{field}: {raw!r} does not exist (resolved to {real})")
+            raise _missing(field, raw, real)
         return real
 
     def resolve_read(
@@ -83,7 +102,7 @@ class WorkspacePolicy:
         real, candidate = self._real(raw, field)
         if self.contains(real):
             if must_exist and not real.exists():
-                raise PolicyError(f"{field}: {raw!r} does not exist (resolved to {real})")
+                raise _missing(field, raw, real)
             return real, False
         refusal = self._outside(raw, real, candidate, field)
         if not outside_reads:
@@ -98,7 +117,7 @@ class WorkspacePolicy:
         try:
             mode = real.stat().st_mode
         except OSError:
-            raise PolicyError(f"{field}: {raw!r} does not exist (resolved to {real})") from None
+            raise _missing(field, raw, real) from None
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise PolicyError(f"{field}: {real} is neither a regular file nor a folder; refused")
         return real, True

@@ -212,9 +212,11 @@ class JobHandle:
     ) -> None:
         self._manager._set_progress(self.id, done, total, message, current)
 
-    def set_rendered(self, text: str, images: list[str]) -> None:
-        """Keep the job's text rendering and images (base64 PNG) for whoever fetches its result."""
-        self._manager._update(self.id, rendered=json.dumps({"text": text, "images": images}))
+    def set_rendered(self, text: str, images: list[str], notes: list[str] | None = None) -> None:
+        """Keep the job's text rendering and images (base64 PNG) for whoever fetches its result, and
+        the notes appended to the text (kept when a finish step renders the result again)."""
+        rendered = {"text": text, "images": images, "notes": list(notes or [])}
+        self._manager._update(self.id, rendered=json.dumps(rendered))
 
     def add_cleanup(self, entry: dict[str, str]) -> None:
         """Register something to remove when the job ends (call before creating it)."""
@@ -490,6 +492,33 @@ class JobManager:
         assert rec is not None
         return rec
 
+    def claim_finish(self, job_id: str) -> bool:
+        """Claim the finished job's finish step (see server/longrun.py); False if another process has it."""
+        with self.store.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET rendered = json_set(COALESCE(rendered, '{}'), '$.finishing', 1) "
+                "WHERE id = ? AND status = ? AND json_extract(COALESCE(rendered, '{}'), '$.finishing') IS NULL",
+                (job_id, SUCCEEDED),
+            )
+            return cur.rowcount == 1
+
+    def set_finished(self, job_id: str, result: dict[str, Any] | None, text: str) -> None:
+        """Keep the result and text the finish step made; it never runs again for this job."""
+        with self.store.transaction() as conn:
+            row = conn.execute("SELECT rendered FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            rendered = json.loads(row["rendered"]) if row and row["rendered"] else {}
+            rendered.update({"text": text, "finished": True})
+            conn.execute(
+                "UPDATE jobs SET result = ?, rendered = ? WHERE id = ?",
+                (
+                    json.dumps(result, default=str) if result is not None else None,
+                    json.dumps(rendered),
+                    job_id,
+                ),
+            )
+        with self._cond:
+            self._cond.notify_all()
+
     def set_waiter(self, job_id: str, waiting: bool) -> None:
         """Record (or clear) this process as the one waiting for the job's result."""
         self._update(
@@ -526,7 +555,7 @@ class JobManager:
         if rec is None:
             raise JobError(
                 f"there is no job {job_id!r} in this workspace",
-                "use the job_id returned by bisect_commits or bisect_versions",
+                "use the job_id a long-running tool returned (its result names it)",
             )
         return rec
 

@@ -36,16 +36,16 @@ MAX_WAIT_S = 40.0
 
 
 class _BisectCommon(AnalysisInput):
-    command: str = Field(description="Run in each candidate: exit 0 good, 125 skip, 1-127 bad.")
-    timeout_s: float | None = Field(default=600.0, gt=0, description="Per test run.")
+    command: str = Field(description="Exit 0 good, 125 skip, 1-127 bad.")
+    timeout_s: float | None = Field(default=600.0, ge=1, description="Per test run.")
     on_timeout: Literal["skip", "bad"] = "skip"
-    background: bool = Field(default=False, description="Return the job id once started.")
+    background: bool = Field(default=False, description="Do not wait.")
 
 
 class BisectCommitsInput(_BisectCommon):
     repo: WorkspacePath
-    good: GitRef = Field(description="A ref where the command passes.")
-    bad: GitRef = Field(description="A ref where it fails.")
+    good: GitRef
+    bad: GitRef
     env: Literal["current", "uv"] = Field(default="current", description="uv: each commit's own uv.lock.")
     python: str | None = Field(default=None, description="With env=uv.")
     verify_endpoints: bool = True
@@ -269,6 +269,10 @@ def get_job(args: GetJobInput, call: ToolCall) -> JobOutput:
             )
     except JobError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None
+    if rec.finished:
+        from trainsleuth.server.longrun import finish_job
+
+        rec = finish_job(rec, call)
     note = None
     if not rec.finished:
         note = f"still running; call get_job(job_id={rec.id!r}, wait_s=40) again, or cancel_job to stop it"

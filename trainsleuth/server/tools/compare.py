@@ -28,14 +28,14 @@ ISSUE = 20
 
 
 class CompareRunsInput(AnalysisInput):
-    good: ReadPath = Field(description="The run that works: log, run folder or probe report.")
-    bad: ReadPath = Field(description="The run under test.")
+    good: ReadPath = Field(description="Log, run folder or probe report.")
+    bad: ReadPath
     more_good: list[ReadPath] = Field(default_factory=list, max_length=10, description="Other good seeds.")
-    metrics: list[str] = Field(default_factory=list, max_length=20, description="Default: all.")
-    good_ref: GitRef | None = Field(default=None, description="Commit or pkg==version of good.")
-    bad_ref: GitRef | None = Field(default=None, description="Commit or pkg==version of bad.")
+    metrics: list[str] = Field(default_factory=list, max_length=20)
+    good_ref: GitRef | None = Field(default=None, description="Commit or pkg==version.")
+    bad_ref: GitRef | None = Field(default=None, description="Commit or pkg==version.")
     train_command: str | None = Field(default=None, max_length=2000, description="Writes the log to {log}.")
-    plot: bool = Field(default=True, description="Attach a PNG of both runs.")
+    plot: bool = Field(default=True)
 
 
 class CompareRunsOutput(AnalysisOutput):
@@ -66,7 +66,7 @@ class CheckResumeInput(AnalysisInput):
     steps_before: int = Field(default=4, ge=1, le=1000)
     steps_after: int = Field(default=4, ge=1, le=1000)
     python: str | None = None
-    timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    timeout_s: float = Field(default=300.0, ge=1, le=3600)
 
 
 class CheckResumeOutput(AnalysisOutput):
@@ -229,7 +229,7 @@ def register(registry: ToolRegistry) -> None:
         compare_runs_handler,
         input_model=CompareRunsInput,
         output_model=CompareRunsOutput,
-        description="Comparing with what works: first metric and step where a run leaves a good run's noise.",
+        description="Comparing with what works: first metric and step off a good run's noise.",
         title="Compare runs",
         read_only=False,  # writes the offered reproducer under .trainsleuth/scratch/
         destructive=False,
@@ -241,7 +241,7 @@ def register(registry: ToolRegistry) -> None:
         check_resume_handler,
         input_model=CheckResumeInput,
         output_model=CheckResumeOutput,
-        description="Comparing with what works: save, restore and continue your training; what was not restored.",
+        description="Comparing with what works: save, restore, continue training; what was lost.",
         title="Check resume",
         read_only=False,
         destructive=True,  # runs the user's code

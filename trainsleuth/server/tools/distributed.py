@@ -32,7 +32,7 @@ ISSUE = 6
 Precision = Literal["bf16", "fp16"]
 DEFAULT_DTYPES: tuple[Precision, ...] = ("bf16", "fp16")
 
-ENTRYPOINT_DESCRIPTION = "file.py:fn returning {model, batch, ...}"
+ENTRYPOINT_DESCRIPTION = "file.py:fn (probe://entrypoint)"
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -46,45 +46,45 @@ class CheckDistributedInput(AnalysisInput):
     rtol: float = Field(default=1e-4, gt=0, description="Against one process.")
     rank_rtol: float = Field(default=1e-6, ge=0, description="Across ranks.")
     python: str | None = None
-    timeout_s: float = Field(default=300.0, gt=0, le=3600)
-    hang_s: float = Field(default=90.0, ge=3, le=3600, description="No rank progressing this long is a hang.")
+    timeout_s: float = Field(default=300.0, ge=1, le=3600)
+    hang_s: float = Field(default=90.0, ge=3, le=3600, description="Seconds without progress = hang.")
 
 
 class ComparePrecisionInput(AnalysisInput):
     entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
     dtypes: list[Precision] = Field(default_factory=lambda: list(DEFAULT_DTYPES))
-    rtol_bf16: float | None = Field(default=None, gt=0, description="Default 0.05.")
-    rtol_fp16: float | None = Field(default=None, gt=0, description="Default 0.01.")
+    rtol_bf16: float = Field(default=0.05, gt=0)
+    rtol_fp16: float = Field(default=0.01, gt=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     python: str | None = None
-    timeout_s: float = Field(default=180.0, gt=0, le=3600)
+    timeout_s: float = Field(default=180.0, ge=1, le=3600)
 
 
 class DumpStacksInput(AnalysisInput):
     pids: list[int] = Field(default_factory=list)
-    pattern: str | None = Field(default=None, description="Regex over command lines (all ranks of a job).")
+    pattern: str | None = Field(default=None, description="Regex over command lines.")
     native: bool = False
     samples: int = Field(default=2, ge=1, le=10)
     interval_s: float = Field(default=1.0, ge=0.1, le=30)
-    timeout_s: float = Field(default=30.0, gt=0, le=600)
-    flight_recorder: ReadPath | None = Field(default=None, description="Flight Recorder dump folder or file.")
+    timeout_s: float = Field(default=30.0, ge=1, le=600)
+    flight_recorder: ReadPath | None = Field(default=None)
 
 
 class DiffCheckpointsInput(AnalysisInput):
-    a: ReadPath = Field(description="torch.save file, .safetensors, or a Hugging Face model folder.")
+    a: ReadPath = Field(description="torch.save, .safetensors or HF folder.")
     b: ReadPath | None = None
     entrypoint: Entrypoint | None = Field(default=None, description="Instead of b: this model's state_dict.")
     rtol: float = Field(default=0.0, ge=0)
     atol: float = Field(default=0.0, ge=0)
     python: str | None = None
-    timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    timeout_s: float = Field(default=300.0, ge=1, le=3600)
 
 
 class EnvironmentInput(AnalysisInput):
     python: str | None = None
-    compare_python: str | None = Field(default=None, description="A second one to diff against.")
-    import_torch: bool = Field(default=True, description="Read CUDA, cuDNN, NCCL versions.")
-    timeout_s: float = Field(default=120.0, gt=0, le=600)
+    compare_python: str | None = Field(default=None)
+    import_torch: bool = Field(default=True, description="CUDA/cuDNN/NCCL versions.")
+    timeout_s: float = Field(default=120.0, ge=1, le=600)
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -246,7 +246,7 @@ def register(registry: ToolRegistry) -> None:
         check_distributed_tool,
         input_model=CheckDistributedInput,
         output_model=CheckDistributedOutput,
-        description="Multi-GPU-only bugs: run N ranks; what differs across ranks or from one process, and why a rank died.",
+        description="Multi-GPU bugs: N ranks against each other and 1 process; why a rank died.",
         title="Check distributed",
         read_only=False,
         destructive=True,
@@ -260,7 +260,7 @@ def register(registry: ToolRegistry) -> None:
         compare_precision_tool,
         input_model=ComparePrecisionInput,
         output_model=ComparePrecisionOutput,
-        description="Mixed precision: fp32 vs bf16/fp16 for one step; the first module that diverges.",
+        description="Mixed precision: fp32 vs bf16/fp16 for a step; first module to diverge.",
         title="Compare precision",
         read_only=False,
         destructive=True,
@@ -274,12 +274,13 @@ def register(registry: ToolRegistry) -> None:
         dump_stacks_tool,
         input_model=DumpStacksInput,
         output_model=DumpStacksOutput,
-        description="Hangs: stack dumps and Flight Recorder records of a job's ranks; mismatched collectives.",
+        description="Hangs: stacks and Flight Recorder records of all ranks; mismatched collectives.",
         title="Dump stacks",
         read_only=False,
         destructive=False,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -287,12 +288,13 @@ def register(registry: ToolRegistry) -> None:
         diff_checkpoints_tool,
         input_model=DiffCheckpointsInput,
         output_model=DiffCheckpointsOutput,
-        description="Resume or load problems: compare checkpoints (or one with a model) key by key.",
+        description="Resume or load problems: checkpoints (or one and a model) key by key.",
         title="Diff checkpoints",
         read_only=False,
         destructive=True,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )
     registry.add(
@@ -300,11 +302,12 @@ def register(registry: ToolRegistry) -> None:
         environment_report_tool,
         input_model=EnvironmentInput,
         output_model=EnvironmentOutput,
-        description="Comparing with what works: library and CUDA versions of one or two envs.",
+        description="Comparing with what works: library and CUDA versions of 1-2 envs.",
         title="Environment report",
         read_only=False,
         destructive=False,
         idempotent=False,
         open_world=False,
+        long_running=True,
         issue=ISSUE,
     )

@@ -129,11 +129,7 @@ def lookup_handler(args: LookupInput, call: ToolCall) -> LookupOutput:
 
 
 class LiteratureInput(AnalysisInput):
-    query: str = Field(
-        min_length=1,
-        max_length=50_000,
-        description="A question, an error or a whole traceback.",
-    )
+    query: str = Field(min_length=1, max_length=50_000)
     sources: list[Source] | None = None
     limit: int = Field(default=10, ge=1, le=50)
     use_cache: bool = True
@@ -230,7 +226,7 @@ def register(registry: ToolRegistry) -> None:
         literature_handler,
         input_model=LiteratureInput,
         output_model=LiteratureOutput,
-        description="Unfamiliar errors: search arXiv, GitHub issues, Stack Exchange, the web.",
+        description="Unfamiliar errors: search arXiv, GitHub issues, Stack Exchange, web.",
         title="Search literature",
         read_only=False,
         destructive=False,
@@ -242,7 +238,7 @@ def register(registry: ToolRegistry) -> None:
         lookup_handler,
         input_model=LookupInput,
         output_model=LookupOutput,
-        description="Forming hypotheses: the project's constraints and known failure modes for a symptom.",
+        description="Forming hypotheses: known constraints and failure modes.",
         title="Lookup constraints",
         read_only=False,
         destructive=False,

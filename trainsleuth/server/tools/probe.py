@@ -23,14 +23,12 @@ ISSUE = 5
 
 
 class ProbeInput(AnalysisInput):
-    entrypoint: Entrypoint | None = Field(
-        default=None, description="file.py:fn returning {model, batch, ...}"
-    )
+    entrypoint: Entrypoint | None = Field(default=None, description="file.py:fn (probe://entrypoint)")
     scaffold: ExistingPath | None = Field(default=None, description="Or a training script.")
-    script_args: list[str] = Field(default_factory=list, description="Its arguments.")
+    script_args: list[str] = Field(default_factory=list)
     steps: int = Field(default=8, ge=1, le=200, description="Steps on one fixed batch.")
     python: str | None = None
-    timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    timeout_s: float = Field(default=300.0, ge=1, le=3600)
     memory_limit_mb: float | None = Field(default=None, gt=0)
 
 
@@ -213,7 +211,7 @@ def register(registry: ToolRegistry) -> None:
         read_probe_run,
         input_model=ReadProbeRunInput,
         output_model=ReadProbeRunOutput,
-        description="Investigating: read what trainsleuth.probe.attach recorded in a training loop.",
+        description="Investigating: read what trainsleuth.probe.attach recorded.",
         title="Read probe run",
         read_only=False,
         destructive=False,

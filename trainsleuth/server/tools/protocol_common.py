@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
@@ -65,10 +65,35 @@ class StepOutput(ToolOutput):
         return "".join(f"Notice: {n}\n" for n in self.notices) + self.body()
 
 
+StepOutputT = TypeVar("StepOutputT", bound=StepOutput)
+
+
 def step(call: ToolCall, inv_id: str) -> dict[str, Any]:
     p = proto(call)
     view = p.get(inv_id)
-    return {"phase": view.phase, "next_step": view.next_step, "notices": list(p.notices)}
+    return {
+        "phase": view.phase,
+        "next_step": next_step_now(call, inv_id, view.next_step),
+        "notices": list(p.notices),
+    }
+
+
+def next_step_now(call: ToolCall, inv_id: str, planned: str) -> str:
+    """The protocol's next step, unless a submit_diagnosis or verify_fix of the investigation still runs as
+    a job (other than this call's own): then the next step is to fetch its result."""
+    from trainsleuth.server.longrun import running_note
+
+    own = call.job.id if call.job is not None else None
+    return running_note(call.ctx, "investigation_id", inv_id, exclude=own) or planned
+
+
+def restate_step(out: StepOutputT, call: ToolCall, inv_id: str) -> StepOutputT:
+    """A job's step output as it stands now (finish steps): phase and next step read again, new notices added."""
+    now = step(call, inv_id)
+    out.phase = now["phase"]
+    out.next_step = now["next_step"]
+    out.notices += [n for n in now["notices"] if n not in out.notices]
+    return out
 
 
 # ---------------------------------------------------------------------------- showing text to a person

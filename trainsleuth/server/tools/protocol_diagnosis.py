@@ -37,6 +37,7 @@ from trainsleuth.server.tools.protocol_common import (
     offer_code,
     proto,
     protocol_for,
+    restate_step,
     step,
 )
 
@@ -54,12 +55,12 @@ class SubmitDiagnosisInput(ToolInput):
     mechanism: str = Field(description="Why the cause produces the symptom.")
     proposed_fix: ProposedFixInput
     reproducer: str | None = Field(default=None, description="Must fail now.")
-    reproducer_timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    reproducer_timeout_s: float | None = Field(default=None, ge=1, le=24 * 3600)
     side_effects: str = ""
     will_not_fix: str = ""
     confidence: float = Field(ge=0.0, le=1.0)
     alternatives_considered: list[str] = Field(default_factory=list)
-    disproving_observation: str = Field(default="", description="What would disprove the cause.")
+    disproving_observation: str = Field(default="")
     disproof_looked_for: bool = False
     disproof_result: str | None = None
     hypothesis_id: str | None = None
@@ -122,14 +123,22 @@ def submit_diagnosis(args: SubmitDiagnosisInput, call: ToolCall) -> DiagnosisOut
         **data, proposed_fix=ProposedFix(files=list(args.proposed_fix.files), change=args.proposed_fix.change)
     )
     p = proto(call)
+    call.progress(0, None, "checking the diagnosis, then running the reproducer on the unfixed tree")
     diag = p.submit_diagnosis(args.investigation_id, spec, cancel_event=call.cancel_event)
-    note = _offer_code(call, p, args.investigation_id, diag)
     return DiagnosisOutput(
-        investigation_id=args.investigation_id,
-        diagnosis=diag,
-        approval_note=note,
-        **step(call, args.investigation_id),
+        investigation_id=args.investigation_id, diagnosis=diag, **step(call, args.investigation_id)
     )
+
+
+def finish_submit(out: DiagnosisOutput, args: SubmitDiagnosisInput, call: ToolCall) -> DiagnosisOutput:
+    """In the server that delivers the result (the job runs the reproducer in a process of its own): the
+    diagnosis as it is now and, for a client without dialogs, the person shown it with a code at once."""
+    p = proto(call)
+    current = next((d for d in p.get(args.investigation_id).diagnoses if d.id == out.diagnosis.id), None)
+    if current is not None:
+        out.diagnosis = current
+    out.approval_note = _offer_code(call, p, args.investigation_id, out.diagnosis)
+    return restate_step(out, call, args.investigation_id)
 
 
 class RecordReviewInput(ToolInput):

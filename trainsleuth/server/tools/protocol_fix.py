@@ -8,12 +8,19 @@ from pydantic import Field
 
 from trainsleuth.protocol.models import AttemptView
 from trainsleuth.server.registry import ToolCall, ToolInput
-from trainsleuth.server.tools.protocol_common import StepOutput, has_form_elicitation, iid, proto, step
+from trainsleuth.server.tools.protocol_common import (
+    StepOutput,
+    has_form_elicitation,
+    iid,
+    proto,
+    restate_step,
+    step,
+)
 
 
 class BeginFixInput(ToolInput):
     investigation_id: str = iid()
-    description: str = Field(description="The one change this attempt makes.")
+    description: str
 
 
 class BeginFixOutput(StepOutput):
@@ -38,8 +45,8 @@ def begin_fix(args: BeginFixInput, call: ToolCall) -> BeginFixOutput:
 
 class VerifyFixInput(ToolInput):
     investigation_id: str = iid()
-    revert: bool = Field(default=False, description="On failure, undo only this attempt's changes.")
-    timeout_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    revert: bool = Field(default=False, description="Undo this attempt if it fails.")
+    timeout_s: float | None = Field(default=None, ge=1, le=24 * 3600)
     learned: str | None = None
 
 
@@ -77,6 +84,7 @@ class VerifyFixOutput(StepOutput):
 
 def verify_fix(args: VerifyFixInput, call: ToolCall) -> VerifyFixOutput:
     p = proto(call)
+    call.progress(0, None, "running the approved reproducer")
     attempt, view = p.verify_fix(
         args.investigation_id,
         timeout_s=args.timeout_s,
@@ -84,15 +92,6 @@ def verify_fix(args: VerifyFixInput, call: ToolCall) -> VerifyFixOutput:
         learned=args.learned,
         cancel_event=call.cancel_event,
     )
-    notices = list(p.notices)
-    if attempt.unapproved and not has_form_elicitation(call.mcp_ctx):
-        from trainsleuth.protocol.ledger import ProtocolError
-        from trainsleuth.server.tools.protocol_diagnosis import _offer_amendment_code
-
-        try:
-            notices.append(_offer_amendment_code(call, p, args.investigation_id))
-        except ProtocolError:
-            pass
     return VerifyFixOutput(
         investigation_id=args.investigation_id,
         passed=attempt.status == "passed",
@@ -102,5 +101,20 @@ def verify_fix(args: VerifyFixInput, call: ToolCall) -> VerifyFixOutput:
         three_strike_report=view.three_strike_report if view.phase == "halted" else None,
         phase=view.phase,
         next_step=view.next_step,
-        notices=notices,
+        notices=list(p.notices),
     )
+
+
+def finish_verify(out: VerifyFixOutput, args: VerifyFixInput, call: ToolCall) -> VerifyFixOutput:
+    """In the server that delivers the result: a pass with changes outside the approved fix is shown to
+    the person with a code at once (clients without dialogs), and the next step is the one that holds now."""
+    p = proto(call)
+    if out.attempt.unapproved and not has_form_elicitation(call.mcp_ctx):
+        from trainsleuth.protocol.ledger import ProtocolError
+        from trainsleuth.server.tools.protocol_diagnosis import _offer_amendment_code
+
+        try:
+            out.notices.append(_offer_amendment_code(call, p, args.investigation_id))
+        except ProtocolError:
+            pass
+    return restate_step(out, call, args.investigation_id)

@@ -34,6 +34,7 @@ from trainsleuth.server.tools.protocol_common import (
     has_form_elicitation,
     iid,
     log,
+    next_step_now,
     person_by_code,
     proto,
     protocol_for,
@@ -48,13 +49,11 @@ class StartInvestigationInput(ToolInput):
     expected: str | None = None
     observed: str | None = None
     started_when: str | None = None
-    what_changed: str | None = Field(default=None, description="Commit, config, env, version...")
+    what_changed: str | None = Field(default=None)
     last_good: str | None = None
     reproducible: Reproducible = "unknown"
-    reproducer: str | None = Field(
-        default=None, description="Shell command that fails now and passes once fixed."
-    )
-    reproducer_timeout_s: float = Field(default=600, gt=0, le=24 * 3600)
+    reproducer: str | None = Field(default=None, description="Fails now, passes once fixed.")
+    reproducer_timeout_s: float = Field(default=600, ge=1, le=24 * 3600)
     workspace: WorkspacePath | None = None
     pathway: Pathway | None = None
     fresh: bool = False
@@ -311,6 +310,7 @@ def render_investigation(v: InvestigationView) -> str:
 
 def get_investigation(args: GetInvestigationInput, call: ToolCall) -> GetInvestigationOutput:
     view = proto(call).get(args.investigation_id)
+    view.next_step = next_step_now(call, view.id, view.next_step)
     page, nxt = paginate(view.timeline, args.timeline_cursor, args.timeline_limit)
     view.timeline = page
     if not args.include_evidence_data:
@@ -341,6 +341,8 @@ class ListInvestigationsOutput(ToolOutput):
 def list_investigations(args: ListInvestigationsInput, call: ToolCall) -> ListInvestigationsOutput:
     items = proto(call).list_all(include_closed=args.include_closed)
     page, nxt = paginate(items, args.cursor, args.limit)
+    for item in page:
+        item.next_step = next_step_now(call, item.id, item.next_step)
     return ListInvestigationsOutput(investigations=page, next_cursor=nxt)
 
 

@@ -30,7 +30,7 @@ from trainsleuth.server.tools.protocol_common import (
 
 class ConstraintInput(ToolInput):
     title: str
-    rule: str = Field(description="Stated so it can be checked.")
+    rule: str
     details: list[str] = Field(default_factory=list)
     category: str | None = None
 

@@ -203,6 +203,16 @@ def run_version_bisect(plan: VersionBisectPlan, reporter: Reporter) -> dict[str,
         else:
             skipped.add(idx)
     runs = sum(1 for t in tried if t["exit_code"] is not None or t["timed_out"])
+    if runs == 0 and install_failures and len(install_failures) == len(tried):
+        # Nothing was tested: that is not a bisect result, and must not read like one.
+        last = (install_failures[-1]["log_tail"] or "").strip().splitlines()
+        why = last[-1] if last else "no installer output"
+        raise BisectError(
+            f"no version of {plan.package} could be installed ({', '.join(f['version'] for f in install_failures)}), "
+            f"so nothing was tested; the installer said: {why}",
+            "check the package name and the versions (they must exist on the index), and the index options: "
+            "no_index needs find_links with the wheels, a private index needs index_url",
+        )
     first_bad: str | None = None
     possible: list[str] = []
     between = [plan.versions[i] for i in range(lo + 1, hi) if i in skipped]

@@ -48,8 +48,8 @@ def from_runner_error(exc: RunnerError, what: str) -> AnalysisError:
         key = f" (key {exc.key!r})" if exc.key else ""
         return AnalysisError(
             f"{what}: the entrypoint is not usable{key}: {exc.message}{detail}",
-            "fix the entrypoint so it returns {'model': ..., 'batch': ...} as described in the "
-            "trainsleuth README (probe entrypoints), then run again",
+            "fix the entrypoint so it returns {'model': ..., 'batch': ...} as the probe://entrypoint "
+            "resource describes (write one in .trainsleuth/scratch/ if the repo has none), then run again",
         )
     return AnalysisError(
         f"{what} failed ({exc.kind}): {exc.message}{detail}",
