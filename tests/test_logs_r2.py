@@ -36,3 +36,18 @@ def test_r2_of_a_learning_regressor_is_quiet() -> None:
     report = analyze(DATA / "house_regression_fixed.log")
     assert not [e for e in report.events if e.code == "plateau"], [e.message for e in report.events]
     assert report.verdict == "healthy"
+
+
+def test_a_loss_too_short_to_show_a_trend_is_not_called_healthy(tmp_path: Path) -> None:
+    """Two epochs at ln(2) (a 2-epoch run of the tabular case): no rule can judge a trend, so no verdict."""
+    log = tmp_path / "two.log"
+    log.write_text(
+        "epoch 1 | train_loss 0.6931 | val_loss 0.6935 | val_acc 50.1 %\n"
+        "epoch 2 | train_loss 0.6930 | val_loss 0.6934 | val_acc 49.8 %\n"
+    )
+    report = analyze(log)
+    assert report.verdict == "not_understood" and report.healthy is None
+    assert report.parse.judged == ["train_loss"] and "Too short to judge" in report.notes[0]
+    # a short loss that more than halves did learn: judged as usual
+    log.write_text("epoch 1 | train_loss 2.3 | val_loss 2.2\nepoch 2 | train_loss 0.9 | val_loss 1.0\n")
+    assert analyze(log).verdict == "healthy"

@@ -126,6 +126,13 @@ def run_analyze(args: argparse.Namespace) -> int:
         if any(SEVERITY_RANK[e.severity] >= floor for e in report.events):
             return 1
         if report.verdict == "not_understood":
+            if report.parse.judged:
+                print(
+                    f"trainsleuth logs: not judged: {', '.join(report.parse.judged)} is too short to show a trend",
+                    file=sys.stderr,
+                )
+                print("next step: pass a longer log (5 records or more)", file=sys.stderr)
+                return EXIT_NOT_UNDERSTOOD
             print(
                 "trainsleuth logs: not understood: no loss series was recognised, so nothing was judged",
                 file=sys.stderr,

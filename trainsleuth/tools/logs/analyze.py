@@ -2,7 +2,8 @@
 
 The verdict is a claim only about what was understood: `healthy` when a loss series was read and
 no warning or error was found, `problems` when something was found, `not_understood` when no loss
-series was recognised (then `healthy` is null: nothing was checked). Every report carries a parse
+series was recognised, or the one read has fewer than 5 records and did not halve (then `healthy` is
+null: nothing was checked). Every report carries a parse
 report saying what was read and how, so a wrong reading can be seen and corrected with `roles`.
 """
 
@@ -168,8 +169,13 @@ def build_report(path: Path, collector: Collector, errors: ErrorScanner, stats: 
     events.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.step if f.step is not None else math.inf))
     report.events = events
     report.errors = errors.as_list()
+    short = _too_short(understanding)
     if any(e.severity != "info" for e in events):
         report.verdict, report.healthy = "problems", False
+    elif short:
+        # A loss read right but too short to show a trend: "healthy" would be a claim nothing supports.
+        report.verdict, report.healthy = "not_understood", None
+        report.notes.insert(0, f"Too short to judge: {short}. Nothing was judged; pass a longer log.")
     elif understanding.understood:
         report.verdict, report.healthy = "healthy", True
     else:
@@ -178,6 +184,25 @@ def build_report(path: Path, collector: Collector, errors: ErrorScanner, stats: 
             0, "Not understood: " + "; ".join(understanding.reasons) + f". Nothing was judged: {ROLE_HELP}."
         )
     return report
+
+
+MIN_JUDGED_RECORDS = 5  # fewer records than this show no trend: no spike, plateau or divergence rule applies
+
+
+def _too_short(understanding: Understanding) -> str | None:
+    """Why the judged loss is too short for a verdict, or None."""
+    if not understanding.judged:
+        return None
+    s = understanding.judged[0]
+    vals = [v for v in s.timeline()[1] if math.isfinite(v)]
+    if len(vals) >= MIN_JUDGED_RECORDS:
+        return None
+    if len(vals) >= 2 and vals[0] > 0 and vals[-1] < 0.5 * vals[0]:
+        return None  # few records, but a loss that more than halved did learn (a ppl from 4998 to 1.8)
+    return (
+        f"{s.name} has {len(vals)} finite record(s) and does not fall by half; the rules need "
+        f"{MIN_JUDGED_RECORDS} or more"
+    )
 
 
 def _main_series(understanding: Understanding, series: list[Series]) -> Series | None:

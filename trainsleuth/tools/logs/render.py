@@ -11,6 +11,8 @@ def verdict_line(verdict: str, judged: list[str]) -> str:
         return f"healthy{what}: no warning or error events"
     if verdict == "problems":
         return "problems found"
+    if judged:
+        return f"NOT JUDGED: {', '.join(judged[:3])} is too short to show a trend, so nothing was judged (not a healthy verdict)"
     return "NOT UNDERSTOOD: no loss series was recognised, so nothing was judged (not a healthy verdict)"
 
 
