@@ -12,8 +12,9 @@ import os
 import re
 from collections.abc import Iterable
 
+from trainsleuth.clients.gate.analysis import Analysis
+from trainsleuth.clients.gate.model import Command, Outcome, Word
 from trainsleuth.clients.gate.options import Rule, _in_dir, _run, _same, split_command
-from trainsleuth.clients.gate.shell import Analysis, Command, Outcome, Word
 
 RISKY_VARIABLES = frozenset(
     [

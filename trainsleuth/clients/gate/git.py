@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import re
 
+from trainsleuth.clients.gate.analysis import Analysis
+from trainsleuth.clients.gate.model import Command, Cwds, Outcome, Word
 from trainsleuth.clients.gate.options import _in_dir, parse
-from trainsleuth.clients.gate.shell import Analysis, Command, Cwds, Outcome, Word
 
 _GIT_READS = frozenset(
     [

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
+from trainsleuth.clients.gate.analysis import Analysis
+from trainsleuth.clients.gate.model import Command, Outcome, Word
 from trainsleuth.clients.gate.options import _in_dir, _run, _same, parse, split_command
-from trainsleuth.clients.gate.shell import Analysis, Command, Outcome, Word
 
 _SED_SIMPLE = set("pdnNqQl=gGhHxDPzF#")
 

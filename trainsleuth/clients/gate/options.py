@@ -6,7 +6,8 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from trainsleuth.clients.gate.shell import Analysis, Command, Cwds, Outcome, Word
+from trainsleuth.clients.gate.analysis import Analysis
+from trainsleuth.clients.gate.model import Command, Cwds, Outcome, Word
 
 # A program's rule: record its writes on the analysis; return where the shell is afterwards (None: unchanged).
 Rule = Callable[[Analysis, Command, str, list[Word]], "Outcome | None"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 
+from trainsleuth.clients.gate.analysis import Analysis
 from trainsleuth.clients.gate.builtins import (
     _wrapper,
     alias_rule,
@@ -58,11 +59,11 @@ from trainsleuth.clients.gate.interpreters import (
     runner_rule,
     sed_rule,
 )
+from trainsleuth.clients.gate.model import Command, Outcome
 from trainsleuth.clients.gate.options import (
     Rule,
     _same,
 )
-from trainsleuth.clients.gate.shell import Analysis, Command, Outcome
 from trainsleuth.clients.gate.writers import (
     all_operands,
     archive_rule,

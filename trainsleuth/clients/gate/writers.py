@@ -9,8 +9,9 @@ import os
 import re
 from collections.abc import Iterable
 
+from trainsleuth.clients.gate.analysis import Analysis
+from trainsleuth.clients.gate.model import Command, Outcome, Word
 from trainsleuth.clients.gate.options import Rule, parse
-from trainsleuth.clients.gate.shell import Analysis, Command, Outcome, Word
 
 
 def all_operands(with_value: str = "", long_with_value: Iterable[str] = (), skip_first: bool = False) -> Rule:
