@@ -551,7 +551,8 @@ def test_repository_scan_skips_environments_and_is_bounded(tmp_path: Path) -> No
 
 
 def test_finding_links_follow_what_the_log_records() -> None:
-    from trainsleuth.knowledge.links import failure_modes_for, relevant_failure_modes
+    from trainsleuth.knowledge.links import failure_modes_for
+    from trainsleuth.knowledge.relevance import relevant_failure_modes
 
     everything = failure_modes_for("plateau")
     assert {"rl-entropy-collapse", "codebook-collapse"} <= set(everything)

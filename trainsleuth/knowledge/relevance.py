@@ -17,6 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainsleuth.knowledge.links import failure_modes_for
+
 # ---------------------------------------------------------------------------- domains and their signals
 
 _W = r"(?<![A-Za-z])"  # word start that also works before punctuation-led tokens
@@ -365,3 +367,12 @@ def gather(workspace: Path | None, text: str = "", metrics: list[str] | set[str]
     if workspace is not None:
         sig = sig.merge(repo_signals(workspace))
     return sig
+
+
+def relevant_failure_modes(code: str, context: list[str] | set[str]) -> list[str]:
+    """`failure_modes_for`, leaving out entries of a domain nothing in `context` shows (the metric
+    names a log records, the module names a probe saw, words of the symptom): no RL entropy
+    collapse for a regressor's plateau."""
+    names = list(context)
+    signals = text_signals(" ".join(names), "context").merge(metric_signals(names))
+    return filter_failure_modes(failure_modes_for(code), signals)
