@@ -42,7 +42,7 @@ from trainsleuth.tools.jobs import (
 )
 
 if TYPE_CHECKING:
-    from trainsleuth.server.registry import RegisteredTool, ToolCall
+    from trainsleuth.server.calls import RegisteredTool, ToolCall
 
 log = logging.getLogger("trainsleuth")
 
@@ -259,7 +259,7 @@ def finish_job(rec: JobRecord, call: ToolCall) -> JobRecord:
                 return again
             time.sleep(POLL_S)
         return mgr.get(rec.id)
-    from trainsleuth.server.registry import ToolCall, render_output
+    from trainsleuth.server.calls import ToolCall, render_output
 
     try:
         finish = load_ref(ref)
