@@ -16,13 +16,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
 from trainsleuth.protocol.store import STATE_DIR_NAME, ensure_state_dir
+from trainsleuth.tools.compare.models import BisectOffer, CompareReport
 
 if TYPE_CHECKING:
     from trainsleuth.tools.compare.band import Curve, MetricResult
-    from trainsleuth.tools.compare.models import CompareReport
     from trainsleuth.tools.compare.runs import Run
 
 _PKG = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s=]+)$")
@@ -109,15 +107,6 @@ def main():
 if __name__ == "__main__":
     sys.exit(main())
 '''
-
-
-class BisectOffer(BaseModel):
-    tool: str = Field(description="bisect_commits or bisect_versions")
-    arguments: dict[str, Any] = Field(description="the call to make once the person approved the reproducer")
-    reproducer: str | None = Field(default=None, description="path of the generated reproducer script")
-    reason: str
-    approval: str = "Show the reproducer to the person and call the bisect only once they approve it (like any reproducer)."
-    missing: str | None = Field(default=None, description="what to pass to compare_runs to get a reproducer")
 
 
 def scratch_dir(workspace: Path, name: str) -> Path:

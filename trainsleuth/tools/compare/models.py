@@ -7,7 +7,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from trainsleuth.tools.compare import bisect_offer as offers
 from trainsleuth.tools.compare.band import Curve, MetricResult
 from trainsleuth.tools.findings import Finding
 
@@ -69,6 +68,15 @@ class Suggestion(BaseModel):
     why: str
 
 
+class BisectOffer(BaseModel):
+    tool: str = Field(description="bisect_commits or bisect_versions")
+    arguments: dict[str, Any] = Field(description="the call to make once the person approved the reproducer")
+    reproducer: str | None = Field(default=None, description="path of the generated reproducer script")
+    reason: str
+    approval: str = "Show the reproducer to the person and call the bisect only once they approve it (like any reproducer)."
+    missing: str | None = Field(default=None, description="what to pass to compare_runs to get a reproducer")
+
+
 class CompareReport(BaseModel):
     good: str
     bad: str
@@ -86,7 +94,7 @@ class CompareReport(BaseModel):
     events_only_in_bad: list[str] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     suggestions: list[Suggestion] = Field(default_factory=list)
-    bisect: offers.BisectOffer | None = None
+    bisect: BisectOffer | None = None
     notes: list[str] = Field(default_factory=list)
 
 
