@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from trainsleuth.process import kill_tree
 from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
 from trainsleuth.tools.distributed.stacks import PTRACE_HINT, analyse_threads, is_permission_error
-from trainsleuth.tools.process import kill_tree
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "distributed"
 

@@ -75,7 +75,7 @@ def test_unknown_job_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_cancel_kills_the_process_tree_and_removes_registered_folders(tmp_path: Path) -> None:
-    from trainsleuth.tools.process import run_process
+    from trainsleuth.process import run_process
 
     mgr = JobManager(store_at(tmp_path))
     scratch = tmp_path / "scratch"

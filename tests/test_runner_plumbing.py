@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from trainsleuth.tools.process import run_process
+from trainsleuth.process import run_process
 from trainsleuth.tools.runners.launch import RunnerError, run_runner
 
 SPAWNER = """

@@ -35,7 +35,7 @@ def run_reproducer(
     command: str, workspace: Path, timeout_s: float, cancel_event: threading.Event | None = None
 ) -> ReproducerRun:
     """Run `command` with /bin/sh in `workspace` under the watchdog; cancellation is a ProtocolError."""
-    from trainsleuth.tools.process import run_process
+    from trainsleuth.process import run_process
 
     argv = [sys.executable, "-I", "-S", str(WATCHDOG), str(os.getpid()), "/bin/sh", "-c", command]
     try:

@@ -142,7 +142,7 @@ def build_server(config: ServerConfig | None = None) -> tuple[MCPServer, ToolReg
     server.registry = registry
     register_all(registry)
     # Resources and prompts (protocol, knowledge) register themselves here as their issues land.
-    from trainsleuth.resources import register_resources
+    from trainsleuth.server.resources import register_resources
 
     register_resources(server, ctx)
     _register_results(server, ctx)

@@ -21,9 +21,9 @@ from trainsleuth.tools.jobs import JobError, JobHandle, run_spawned
 
 
 def run_tool_job(handle: JobHandle, params: dict[str, Any]) -> dict[str, Any]:
+    from trainsleuth.server.calls import ToolCall, expected_failure, record_evidence_for, render_output
     from trainsleuth.server.context import ServerContext
     from trainsleuth.server.longrun import config_from_json, load_ref
-    from trainsleuth.server.calls import ToolCall, expected_failure, record_evidence_for, render_output
 
     ctx = ServerContext(config_from_json(params["config"]))
     handler = load_ref(params["handler"])

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from trainsleuth.process import ProcessResult, run_process, tail_text
 from trainsleuth.tools.jobs import JobCancelled, JobError
-from trainsleuth.tools.process import ProcessResult, run_process, tail_text
 
 OnTimeout = Literal["skip", "bad"]
 Verdict = Literal["good", "bad", "skip"]

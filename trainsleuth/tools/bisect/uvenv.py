@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainsleuth.process import run_process, tail_text
 from trainsleuth.tools.jobs import JobCancelled
-from trainsleuth.tools.process import run_process, tail_text
 
 COMPLETE_MARKER = ".trainsleuth-complete"
 ENV_TAIL_CHARS = 1500

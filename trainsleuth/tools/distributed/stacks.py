@@ -25,11 +25,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from trainsleuth.knowledge.links import failure_modes_for
+from trainsleuth.process import run_process
 from trainsleuth.tools.distributed import flight
 from trainsleuth.tools.distributed.errors import AnalysisError
 from trainsleuth.tools.distributed.flight import FlightRecorderReport
 from trainsleuth.tools.findings import Finding
-from trainsleuth.tools.process import run_process
 
 COLLECTIVES = frozenset(
     {

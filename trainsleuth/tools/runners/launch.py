@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.tools.process import ProcessResult, run_process
+from trainsleuth.process import ProcessResult, run_process
 
 RUNNERS_DIR = Path(__file__).resolve().parent
 

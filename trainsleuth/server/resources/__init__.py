@@ -11,12 +11,12 @@ if TYPE_CHECKING:
 
 
 def register_resources(server: MCPServer, ctx: ServerContext) -> None:
-    from trainsleuth.resources import protocol_docs
+    from trainsleuth.server.resources import protocol_docs
 
     protocol_docs.register(server, ctx)
-    from trainsleuth.resources import knowledge_resources
+    from trainsleuth.server.resources import knowledge_resources
 
     knowledge_resources.register(server, ctx)
-    from trainsleuth.resources import probe_docs
+    from trainsleuth.server.resources import probe_docs
 
     probe_docs.register(server, ctx)
