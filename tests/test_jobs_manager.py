@@ -21,7 +21,8 @@ from trainsleuth.protocol.store import Store
 from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
 from trainsleuth.tools.bisect.testing import make_history, tree_digest
-from trainsleuth.tools.jobs import JobError, JobHandle, JobManager, manager_for
+from trainsleuth.tools.job_records import JobError
+from trainsleuth.tools.jobs import JobHandle, JobManager, manager_for
 
 
 def store_at(tmp_path: Path) -> Store:

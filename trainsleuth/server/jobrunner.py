@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from trainsleuth.protocol.store import Store
-from trainsleuth.tools.jobs import JobError, JobHandle, run_spawned
+from trainsleuth.tools.job_records import JobError
+from trainsleuth.tools.jobs import JobHandle, run_spawned
 
 
 def run_tool_job(handle: JobHandle, params: dict[str, Any]) -> dict[str, Any]:

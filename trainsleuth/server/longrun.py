@@ -31,15 +31,8 @@ from pydantic import BaseModel
 
 from trainsleuth.server.context import ServerConfig, ServerContext
 from trainsleuth.server.results import build_result, error_result
-from trainsleuth.tools.jobs import (
-    CANCELLED,
-    FAILED,
-    INTERRUPTED,
-    SUCCEEDED,
-    JobManager,
-    JobRecord,
-    manager_for,
-)
+from trainsleuth.tools.job_records import CANCELLED, FAILED, INTERRUPTED, SUCCEEDED, JobRecord
+from trainsleuth.tools.jobs import JobManager, manager_for
 
 if TYPE_CHECKING:
     from trainsleuth.server.calls import RegisteredTool, ToolCall

@@ -30,163 +30,34 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from trainsleuth.protocol.store import Store
 from trainsleuth.tools.job_cleanup import remove_worktree as remove_worktree  # re-exported
 from trainsleuth.tools.job_cleanup import run_cleanup
+from trainsleuth.tools.job_records import (
+    CANCELLED,
+    FAILED,
+    INTERRUPTED,
+    MIGRATIONS,
+    RUNNING,
+    SUCCEEDED,
+    JobCancelled,
+    JobError,
+    JobRecord,
+    owner_alive,
+    process_start_time,
+    record_from_row,
+)
 
 log = logging.getLogger("trainsleuth.jobs")
-
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-CANCELLED = "cancelled"
-INTERRUPTED = "interrupted"
-FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED, INTERRUPTED})
 
 CANCEL_POLL_S = 0.3
 
 # Jobs running in this process, whichever manager started them (recovery must never touch them).
 _LIVE_JOBS: set[str] = set()
-
-MIGRATIONS = [
-    """
-    CREATE TABLE jobs (
-        id TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,
-        title TEXT NOT NULL DEFAULT '',
-        params TEXT NOT NULL DEFAULT '{}',
-        status TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        finished_at REAL,
-        owner_pid INTEGER NOT NULL,
-        owner_started REAL NOT NULL,
-        progress_done REAL NOT NULL DEFAULT 0,
-        progress_total REAL,
-        progress_message TEXT,
-        current TEXT,
-        result TEXT,
-        error TEXT,
-        next_step TEXT,
-        cancel_requested INTEGER NOT NULL DEFAULT 0,
-        cleanup TEXT NOT NULL DEFAULT '[]'
-    );
-    CREATE INDEX jobs_status ON jobs(status);
-    """,
-    """
-    ALTER TABLE jobs ADD COLUMN waiter_pid INTEGER;
-    ALTER TABLE jobs ADD COLUMN waiter_started REAL;
-    ALTER TABLE jobs ADD COLUMN rendered TEXT;
-    ALTER TABLE jobs ADD COLUMN log_path TEXT;
-    """,
-    """
-    CREATE TABLE job_progress (
-        job_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        done REAL NOT NULL,
-        total REAL,
-        message TEXT,
-        current TEXT,
-        PRIMARY KEY (job_id, seq)
-    );
-    """,
-]
-
-
-class JobError(Exception):
-    """An expected failure of a job or of a request about one; carries the next step."""
-
-    def __init__(self, message: str, next_step: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.next_step = next_step
-
-
-class JobCancelled(Exception):
-    """Raised inside a job function when it notices that it was cancelled."""
-
-
-@dataclass
-class JobRecord:
-    id: str
-    kind: str
-    title: str
-    status: str
-    created_at: float
-    finished_at: float | None
-    owner_pid: int
-    progress_done: float
-    progress_total: float | None
-    progress_message: str | None
-    current: str | None
-    result: dict[str, Any] | None
-    error: str | None
-    next_step: str | None
-    params: dict[str, Any] = field(default_factory=dict)
-    cleanup: list[dict[str, str]] = field(default_factory=list)
-    # A job run for a tool call: its text rendering and images (base64), beside `result`.
-    rendered: dict[str, Any] | None = None
-    log_path: str | None = None
-    owner_started: float = 0.0
-
-    @property
-    def finished(self) -> bool:
-        return self.status in FINAL_STATUSES
-
-    def progress_key(self) -> tuple[Any, ...]:
-        return (self.progress_done, self.progress_total, self.progress_message, self.current)
-
-
-def _row_to_record(row: Any) -> JobRecord:
-    return JobRecord(
-        id=row["id"],
-        kind=row["kind"],
-        title=row["title"],
-        status=row["status"],
-        created_at=row["created_at"],
-        finished_at=row["finished_at"],
-        owner_pid=row["owner_pid"],
-        progress_done=row["progress_done"],
-        progress_total=row["progress_total"],
-        progress_message=row["progress_message"],
-        current=row["current"],
-        result=json.loads(row["result"]) if row["result"] else None,
-        error=row["error"],
-        next_step=row["next_step"],
-        params=json.loads(row["params"] or "{}"),
-        cleanup=json.loads(row["cleanup"] or "[]"),
-        rendered=json.loads(row["rendered"]) if row["rendered"] else None,
-        log_path=row["log_path"],
-        owner_started=row["owner_started"],
-    )
-
-
-# ---------------------------------------------------------------------------- process identity
-
-
-def process_start_time(pid: int) -> float | None:
-    import psutil
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except (psutil.Error, OSError):
-        return None
-
-
-def owner_alive(pid: int, started: float) -> bool:
-    """True when `pid` is still the process that started at `started` (pids are reused)."""
-    import psutil
-
-    now_started = process_start_time(pid)
-    if now_started is None or abs(now_started - started) >= 1.0:
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, OSError):
-        return False
 
 
 # ---------------------------------------------------------------------------- the handle given to a job
@@ -252,7 +123,7 @@ class JobManager:
     def _get_row(self, job_id: str) -> JobRecord | None:
         with self.store.connect() as conn:
             row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return _row_to_record(row) if row else None
+        return record_from_row(row) if row else None
 
     def _update(self, job_id: str, **values: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in values)
@@ -305,7 +176,7 @@ class JobManager:
             rows = conn.execute("SELECT * FROM jobs WHERE status = ?", (RUNNING,)).fetchall()
         recovered: list[str] = []
         for row in rows:
-            rec = _row_to_record(row)
+            rec = record_from_row(row)
             pid, started = int(row["owner_pid"]), float(row["owner_started"])
             mine = pid == self.pid and abs(started - self.started) < 1.0
             if mine and rec.id in _LIVE_JOBS:
@@ -562,7 +433,7 @@ class JobManager:
     def list(self, limit: int = 50) -> list[JobRecord]:
         with self.store.connect() as conn:
             rows = conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
-        return [_row_to_record(r) for r in rows]
+        return [record_from_row(r) for r in rows]
 
     def is_local(self, job_id: str) -> bool:
         with self._cond:

@@ -27,7 +27,8 @@ from trainsleuth.server.registry import (
     ToolRegistry,
     WorkspacePath,
 )
-from trainsleuth.tools.jobs import JobError, JobRecord, manager_for
+from trainsleuth.tools.job_records import JobError, JobRecord
+from trainsleuth.tools.jobs import manager_for
 
 log = logging.getLogger("trainsleuth")
 

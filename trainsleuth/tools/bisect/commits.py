@@ -38,7 +38,7 @@ from trainsleuth.tools.bisect.common import (
 from trainsleuth.tools.bisect.select import choose_next, estimate_steps
 from trainsleuth.tools.bisect.uvenv import sync_commit_env
 from trainsleuth.tools.job_cleanup import _git, remove_worktree
-from trainsleuth.tools.jobs import JobCancelled
+from trainsleuth.tools.job_records import JobCancelled
 
 EnvMode = Literal["current", "uv"]
 

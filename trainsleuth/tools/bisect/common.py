@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from trainsleuth.process import ProcessResult, run_process, tail_text
-from trainsleuth.tools.jobs import JobCancelled, JobError
+from trainsleuth.tools.job_records import JobCancelled, JobError
 
 OnTimeout = Literal["skip", "bad"]
 Verdict = Literal["good", "bad", "skip"]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainsleuth.process import run_process, tail_text
-from trainsleuth.tools.jobs import JobCancelled
+from trainsleuth.tools.job_records import JobCancelled
 
 COMPLETE_MARKER = ".trainsleuth-complete"
 ENV_TAIL_CHARS = 1500

@@ -34,7 +34,7 @@ from trainsleuth.tools.bisect.common import (
     which_uv,
 )
 from trainsleuth.tools.bisect.uvenv import IndexOptions, Reuse, inspect_reuse, resolve_python, version_env
-from trainsleuth.tools.jobs import JobCancelled
+from trainsleuth.tools.job_records import JobCancelled
 
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _VERSION = re.compile(r"^[A-Za-z0-9!+._-]+$")
