@@ -2,7 +2,8 @@
 
 Every installer reads the existing file (JSON, or JSON with comments for VS Code), adds or
 updates only the `trainsleuth` entry (and, with hooks, only trainsleuth's own hook entries),
-keeps everything else, writes a timestamped backup of the old file, and writes atomically.
+keeps everything else, writes a timestamped backup of the old file, and writes atomically
+(`config_files.py`).
 Running it twice changes nothing the second time. The launcher is written as an absolute path
 because GUI applications start servers with a minimal PATH.
 
@@ -12,17 +13,23 @@ layouts of macOS, Linux and Windows are tested on any machine.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shlex
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
+from trainsleuth.clients.config_files import InstallError as InstallError  # re-exported
+from trainsleuth.clients.config_files import (
+    atomic_write,
+    backup_path,
+    dump_json,
+    has_comments,
+    read_json_object,
+    section,
+)
 from trainsleuth.clients.install_server import (
     InstallServerError,
     check_pythons,
@@ -41,10 +48,6 @@ HOOK_CLIENTS = ("claude-code", "cursor", "windsurf")
 # Tools whose calls the edit gate inspects (see trainsleuth/clients/hooks.py).
 CLAUDE_CODE_HOOK_MATCHER = "Edit|Write|MultiEdit|NotebookEdit|Bash|mcp__.*"
 CURSOR_EDIT_MATCHER = "Write|Edit|StrReplace|MultiEdit|Delete|NotebookEdit|EditNotebook"
-
-
-class InstallError(Exception):
-    """The installer refuses (usage problem or unreadable config); the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -142,85 +145,6 @@ class InstallResult:
     written: list[Path]
     backups: list[Path]
     unchanged: list[Path]
-
-
-# ------------------------------------------------------------------------------------------ JSON files
-
-
-def _strip_jsonc(text: str) -> str:
-    """Remove // and /* */ comments (outside strings) and trailing commas: VS Code's JSONC."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    in_str = False
-    while i < n:
-        c = text[i]
-        if in_str:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                in_str = False
-            i += 1
-            continue
-        if c == '"':
-            in_str = True
-            out.append(c)
-            i += 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-        else:
-            out.append(c)
-            i += 1
-    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
-
-
-def read_json_object(path: Path, *, allow_comments: bool = False) -> tuple[dict[str, Any], str | None]:
-    """Return (object, original text); a missing or empty file is an empty object."""
-    if not path.exists():
-        return {}, None
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise InstallError(f"cannot read {path}: {exc}") from exc
-    if not text.strip():
-        return {}, text
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as first:
-        if not allow_comments:
-            raise InstallError(
-                f"{path} is not valid JSON ({first}); fix or move the file, then run the installer again "
-                "(nothing was changed)"
-            ) from first
-        try:
-            data = json.loads(_strip_jsonc(text))
-        except json.JSONDecodeError as exc:
-            raise InstallError(
-                f"{path} is not valid JSON with comments ({exc}); fix or move the file, then run the "
-                "installer again (nothing was changed)"
-            ) from exc
-    if not isinstance(data, dict):
-        raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object; nothing was changed")
-    return data, text
-
-
-def dump_json(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-
-
-def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
-    value = data.setdefault(key, {})
-    if not isinstance(value, dict):
-        raise InstallError(
-            f"{path}: '{key}' is a {type(value).__name__}, expected an object; nothing was changed"
-        )
-    return value
 
 
 # ------------------------------------------------------------------------------------------ clients
@@ -321,7 +245,7 @@ def _is_our_hook(command: Any, client: str) -> bool:
 
 
 def _merge_claude_code_hooks(settings: dict[str, Any], command: str, path: Path) -> None:
-    hooks = _section(settings, "hooks", path)
+    hooks = section(settings, "hooks", path)
     groups = hooks.setdefault("PreToolUse", [])
     if not isinstance(groups, list):
         raise InstallError(f"{path}: hooks.PreToolUse is not a list; nothing was changed")
@@ -360,7 +284,7 @@ def _merge_cursor_hooks(config: dict[str, Any], command: str, path: Path, *, edi
     With the edit gate, `preToolUse` and `beforeShellExecution` are installed too.
     """
     config.setdefault("version", 1)
-    hooks = _section(config, "hooks", path)
+    hooks = section(config, "hooks", path)
     wanted: dict[str, dict[str, Any]] = {
         "beforeMCPExecution": {"type": "command", "command": command, "timeout": 30, "failClosed": True},
     }
@@ -394,7 +318,7 @@ def _merge_cursor_hooks(config: dict[str, Any], command: str, path: Path, *, edi
 
 def _merge_windsurf_hooks(config: dict[str, Any], command: str, path: Path) -> None:
     """trainsleuth's entries in Windsurf's Cascade hooks.json (`show_output` so a denial is visible)."""
-    hooks = _section(config, "hooks", path)
+    hooks = section(config, "hooks", path)
     for event in ("pre_write_code", "pre_run_command", "pre_mcp_tool_use"):
         entries = hooks.setdefault(event, [])
         if not isinstance(entries, list):
@@ -502,14 +426,14 @@ def _plan_install(
     def load(path: Path, what: str, allow_comments: bool = False) -> dict[str, Any]:
         if path not in files:
             data, old = read_json_object(path, allow_comments=allow_comments)
-            if old is not None and allow_comments and _has_comments(old):
+            if old is not None and allow_comments and has_comments(old):
                 notes.append(f"{path} has comments, which JSON cannot keep: they stay in the backup copy")
             files[path] = (data, old, [])
         files[path][2].append(what)
         return files[path][0]
 
     path = spec.config_path(platform, chosen, project)
-    servers = _section(
+    servers = section(
         load(path, f"{spec.title} MCP servers ({chosen})", spec.allow_comments), spec.servers_key, path
     )
     private: set[Path] = set()
@@ -562,35 +486,6 @@ def _plan_install(
     return InstallPlan(client, chosen, changes, notes)
 
 
-def _has_comments(text: str) -> bool:
-    return _strip_jsonc(text) != re.sub(r",(\s*[}\]])", r"\1", text)
-
-
-def _backup_path(path: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    candidate = path.with_name(f"{path.name}.bak-{stamp}")
-    n = 1
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-        n += 1
-    return candidate
-
-
-def _atomic_write(path: Path, text: str, private: bool = False) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.trainsleuth-tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    try:
-        if private:
-            os.chmod(tmp, 0o600)
-        elif path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def apply_plan(plan: InstallPlan) -> InstallResult:
     written: list[Path] = []
     backups: list[Path] = []
@@ -601,12 +496,12 @@ def apply_plan(plan: InstallPlan) -> InstallResult:
             continue
         try:
             if change.old_text is not None:
-                backup = _backup_path(change.path)
+                backup = backup_path(change.path)
                 backup.write_text(change.old_text, encoding="utf-8")
                 # The backup may hold what the original held (a token): same permissions as the original.
                 os.chmod(backup, change.path.stat().st_mode & 0o777)
                 backups.append(backup)
-            _atomic_write(change.path, change.new_text, change.private)
+            atomic_write(change.path, change.new_text, change.private)
         except OSError as exc:
             raise InstallError(f"cannot write {change.path}: {exc}") from exc
         written.append(change.path)
