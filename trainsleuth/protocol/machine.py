@@ -3,7 +3,8 @@
 `Protocol` puts together one module per phase, each of which states its rules at its top:
 
 - `investigate.py`: opening, evidence, ranked hypotheses tested one at a time, linking to a problem;
-- `diagnose.py`: Gate 4, the server's reproducer run on the unfixed tree, review, the person's approval;
+- `diagnose.py`: Gate 4, the diagnosis and the server's reproducer run on the unfixed tree;
+- `decision.py`: Gate 4's critical review and the person's approval;
 - `fixing.py`: fix attempts, verification against what the reproducer can reach, three strikes;
 - `closing.py`: capturing knowledge, abandoning, removing snapshot refs;
 - `core.py`: sealed transactions, audited refusals, next steps, views;
@@ -30,14 +31,15 @@ from trainsleuth.protocol.core import (
     SHOTGUN_FILES,
     iso,
 )
-from trainsleuth.protocol.diagnose import ApprovalRequest, Diagnosis
+from trainsleuth.protocol.decision import ApprovalRequest, DiagnosisDecision
+from trainsleuth.protocol.diagnose import Diagnosis
 from trainsleuth.protocol.fixing import Fixing
 from trainsleuth.protocol.investigate import Investigation, choose_pathway
 from trainsleuth.protocol.strikes import normalise as normalise_root_cause
 from trainsleuth.protocol.strikes import same_root_cause
 
 
-class Protocol(Investigation, Diagnosis, Fixing, Closing):
+class Protocol(Investigation, Diagnosis, DiagnosisDecision, Fixing, Closing):
     """All protocol operations on one workspace's state store."""
 
 

@@ -10,7 +10,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit
 from pydantic import Field
 
-from trainsleuth.protocol.diagnose import ApprovalRequest
+from trainsleuth.protocol.decision import ApprovalRequest
 from trainsleuth.protocol.ledger import ProtocolError
 from trainsleuth.protocol.machine import Protocol
 from trainsleuth.protocol.models import (
