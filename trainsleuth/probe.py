@@ -88,7 +88,16 @@ class ProbeHandle:
         self._rec = _LiveRecorder(model, optimizer, detail=detail, history=history)
         self._rec.auto_detail = True
         self._update_stride = max(1, -(-int(updates_every) // self.every))  # observed steps per measurement
-        self._rec.attach()
+        # The recorder's per-module and per-parameter hooks are attached only for observed steps (`_begin`):
+        # a hook that returns at once still costs a Python call per module and per parameter every step.
+        self._attached = False
+        self._step_handles: list[Any] = []
+        # The root module's own recorder hooks stay: hooks added to a module while its forward has begun
+        # (this handle starts a step from the root's pre-hook when there is no optimizer) are not called right.
+        self._root_handles = [
+            model.register_forward_pre_hook(self._rec._pre, with_kwargs=True),
+            model.register_forward_hook(self._rec._post, with_kwargs=True),
+        ]
         self._mode_modules = core.mode_sensitive_modules(model)
         self._eval_check: dict[str, Any] | None = None
         self._hooks: list[Any] = []
@@ -115,9 +124,29 @@ class ProbeHandle:
 
     # ------------------------------------------------------------------ step boundaries
 
+    def _attach_step_hooks(self) -> None:
+        for m in self.model.modules():
+            if m is not self.model:
+                self._step_handles.append(m.register_forward_pre_hook(self._rec._pre, with_kwargs=True))
+                self._step_handles.append(m.register_forward_hook(self._rec._post, with_kwargs=True))
+        for i, (_, p) in enumerate(self._rec.params):
+            if p.requires_grad:
+                self._step_handles.append(p.register_hook(self._rec._param_hook(i)))
+        self._attached = True
+
+    def _detach_step_hooks(self) -> None:
+        for h in self._step_handles:
+            h.remove()
+        self._step_handles = []
+        self._attached = False
+
     def _begin(self, step: int) -> None:
         self._sampled = step % self.every == 0
         self._loss = None
+        if self._sampled and not self._attached and not self.closed:
+            self._attach_step_hooks()
+        elif not self._sampled and self._attached:
+            self._detach_step_hooks()
         if self._sampled:
             self._rec.begin_step(step)
 
@@ -234,6 +263,10 @@ class ProbeHandle:
         finally:
             self.closed = True
             self._rec.detach()
+            self._detach_step_hooks()
+            for h in self._root_handles:
+                h.remove()
+            self._root_handles = []
             for h in self._hooks:
                 h.remove()
             self._hooks = []
