@@ -298,9 +298,10 @@ def test_a_rank_that_dies_leaves_its_stack_and_log(workspace: Path) -> None:
     assert states[0].collective == "all_reduce" and "collective_sizes.py" in (states[0].where or "")
     assert "Received data size doesn't match expected size" in (states[0].error or "")
     assert "Fatal Python error: Aborted" in states[0].log_tail
-    # the surviving rank saw the peer vanish; its own traceback and log are there too
+    # the surviving rank: either it saw the peer vanish and its traceback is in its log, or the launcher
+    # stopped it first (about 1 run in 10 here) and its stack was taken before; something of it is always there
     assert states[1].status in ("failed", "stopped", "finished")
-    assert states[1].log_tail
+    assert states[1].log_tail or (states[1].status == "stopped" and states[1].stack)
 
 
 @pytest.mark.anyio
