@@ -213,7 +213,9 @@ def gpt2_evaluates_with_dropout() -> dict[str, Any]:
 
 def _accum_step(opt: Any, sched: Any, accum: int, *, divide: bool, zero_inside: bool) -> Any:
     def step_fn(m: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        total = torch.zeros(())
+        total = torch.zeros(
+            (), device=next(m.parameters()).device
+        )  # where the model is (CPU here, CUDA in the GPU check)
         for i in range(accum):
             if zero_inside:
                 opt.zero_grad(set_to_none=True)  # bug when zero_inside: discards earlier micro-batches
