@@ -90,8 +90,6 @@ class ProbeHandle:
         self._update_stride = max(1, -(-int(updates_every) // self.every))  # observed steps per measurement
         # The recorder's per-module and per-parameter hooks are attached only for observed steps (`_begin`):
         # a hook that returns at once still costs a Python call per module and per parameter every step.
-        self._attached = False
-        self._step_handles: list[Any] = []
         # The root module's own recorder hooks stay: hooks added to a module while its forward has begun
         # (this handle starts a step from the root's pre-hook when there is no optimizer) are not called right.
         self._root_handles = [
@@ -124,29 +122,13 @@ class ProbeHandle:
 
     # ------------------------------------------------------------------ step boundaries
 
-    def _attach_step_hooks(self) -> None:
-        for m in self.model.modules():
-            if m is not self.model:
-                self._step_handles.append(m.register_forward_pre_hook(self._rec._pre, with_kwargs=True))
-                self._step_handles.append(m.register_forward_hook(self._rec._post, with_kwargs=True))
-        for i, (_, p) in enumerate(self._rec.params):
-            if p.requires_grad:
-                self._step_handles.append(p.register_hook(self._rec._param_hook(i)))
-        self._attached = True
-
-    def _detach_step_hooks(self) -> None:
-        for h in self._step_handles:
-            h.remove()
-        self._step_handles = []
-        self._attached = False
-
     def _begin(self, step: int) -> None:
         self._sampled = step % self.every == 0
         self._loss = None
-        if self._sampled and not self._attached and not self.closed:
-            self._attach_step_hooks()
-        elif not self._sampled and self._attached:
-            self._detach_step_hooks()
+        if self._sampled and not self._rec.handles and not self.closed:
+            self._rec.attach(skip_root=True)
+        elif not self._sampled and self._rec.handles:
+            self._rec.detach()
         if self._sampled:
             self._rec.begin_step(step)
 
@@ -263,7 +245,6 @@ class ProbeHandle:
         finally:
             self.closed = True
             self._rec.detach()
-            self._detach_step_hooks()
             for h in self._root_handles:
                 h.remove()
             self._root_handles = []

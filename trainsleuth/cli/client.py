@@ -335,9 +335,9 @@ def run_tools(args: argparse.Namespace) -> int:
 def _argument_names(schema: dict[str, Any]) -> str:
     """One line of argument names, required first and starred, so most calls need no describe."""
     props = schema.get("properties") or {}
-    required = [n for n in props if n in set(schema.get("required") or [])]
-    optional = [n for n in props if n not in set(required)]
-    return ", ".join([f"{n}*" for n in required] + optional) or "(none)"
+    required = set(schema.get("required") or [])
+    names = [f"{n}*" for n in props if n in required] + [n for n in props if n not in required]
+    return ", ".join(names) or "(none)"
 
 
 def run_describe(args: argparse.Namespace) -> int:

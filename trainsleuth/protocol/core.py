@@ -382,13 +382,7 @@ class ProtocolCore:
         if phase == APPROVED:
             return "begin_fix, make the one change the diagnosis proposes, then verify_fix"
         if phase == FIXING:
-            attempt_id = inv["data"].get("active_attempt_id")
-            row = (
-                conn.execute("SELECT data FROM fix_attempts WHERE id=?", (attempt_id,)).fetchone()
-                if attempt_id
-                else None
-            )
-            pending = json.loads(row["data"]).get("unapproved") if row is not None else None
+            pending = self._active_attempt_data(conn, inv).get("unapproved")
             if pending:
                 return (
                     f"{', '.join(pending[:5])} changed but the approved fix does not name it: undo that change "
@@ -443,6 +437,16 @@ class ProtocolCore:
     def _diagnosis_view(self, conn: sqlite3.Connection, d: dict[str, Any]) -> DiagnosisView:
         inv = self._inv_row(conn, d["investigation_id"])
         return views.diagnosis_view(conn, d, self._strikes(conn, inv))
+
+    def _active_attempt_data(self, conn: sqlite3.Connection, inv: dict[str, Any]) -> dict[str, Any]:
+        """The record of the investigation's active fix attempt ({} when there is none)."""
+        attempt_id = inv["data"].get("active_attempt_id")
+        row = (
+            conn.execute("SELECT data FROM fix_attempts WHERE id=?", (attempt_id,)).fetchone()
+            if attempt_id
+            else None
+        )
+        return dict(json.loads(row["data"])) if row is not None else {}
 
     def _after_approval(self, inv_id: str, change: str) -> None:
         """Hook: what follows an approved diagnosis (the fixing phase begins the first attempt)."""

@@ -12,7 +12,6 @@ The diagnosis itself and its reproducer run are in `diagnose.py`.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,10 +112,7 @@ class DiagnosisDecision(ProtocolCore):
             inv = self._inv_row(conn, inv_id)
             diag = self._current_diagnosis(conn, inv)
             if inv["phase"] == FIXING and diag is not None:
-                attempt = conn.execute(
-                    "SELECT data FROM fix_attempts WHERE id=?", (inv["data"].get("active_attempt_id"),)
-                ).fetchone()
-                adata = json.loads(attempt["data"]) if attempt is not None else {}
+                adata = self._active_attempt_data(conn, inv)
                 if adata.get("unapproved"):
                     return ApprovalRequest(
                         "amendment",
@@ -220,8 +216,7 @@ class DiagnosisDecision(ProtocolCore):
         approval: Approval,
     ) -> DiagnosisView:
         attempt_id = inv["data"].get("active_attempt_id")
-        row = conn.execute("SELECT data FROM fix_attempts WHERE id=?", (attempt_id,)).fetchone()
-        adata = json.loads(row["data"]) if row is not None else {}
+        adata = self._active_attempt_data(conn, inv)
         if inv["phase"] != FIXING or sorted(adata.get("unapproved") or []) != sorted(request.files):
             raise ProtocolError("the fix attempt changed while the person decided", "call verify_fix again")
         record = {**approval.model_dump(), "amended_files": list(request.files)}

@@ -91,9 +91,8 @@ class Fixing(ProtocolCore):
             phase = inv["phase"]
             problem = strikes.ensure_problem(conn, inv["data"]["problem_id"], inv["created_at"])
             if phase == FIXING:
-                active = self._active_attempt_data(conn, inv)
-                if active is not None and active[1].get("auto") and description.strip():
-                    return self._rename_auto_attempt(inv_id, active[0], description)
+                if self._active_attempt_data(conn, inv).get("auto") and description.strip():
+                    return self._rename_auto_attempt(inv_id, inv["data"]["active_attempt_id"], description)
                 raise self.refuse(
                     inv_id, "a fix attempt is already active", "verify_fix it first (one change at a time)"
                 )
@@ -204,17 +203,6 @@ class Fixing(ProtocolCore):
             adata["auto"] = False  # the assistant's own now: a second begin_fix is refused as usual
             conn.execute("UPDATE fix_attempts SET data=? WHERE id=?", (dumps(adata), attempt_id))
             return self._attempts(conn, inv_id, attempt_id)[0]
-
-    def _active_attempt_data(
-        self, conn: sqlite3.Connection, inv: dict[str, Any]
-    ) -> tuple[str, dict[str, Any]] | None:
-        attempt_id = inv["data"].get("active_attempt_id")
-        row = (
-            conn.execute("SELECT data FROM fix_attempts WHERE id=?", (attempt_id,)).fetchone()
-            if attempt_id
-            else None
-        )
-        return (str(attempt_id), json.loads(row["data"])) if row is not None else None
 
     def verify_fix(
         self,

@@ -286,9 +286,9 @@ def person_by_code(
             "decide from a client that shows dialogs (form elicitation); the person can change the policy with "
             "`trainsleuth state set approval any` in their own terminal",
         )
-    decided = p.take_terminal_decision(purpose, inv_id, target)
-    if decided is None and not (code and code.strip()):
-        decided = p.wait_terminal_decision(purpose, inv_id, target, approval_wait_s())
+    # A decision already made in the person's terminal is taken at once; without a code, wait a while for one.
+    wait_s = 0.0 if code and code.strip() else approval_wait_s()
+    decided = p.wait_terminal_decision(purpose, inv_id, target, wait_s)
     if decided is not None:
         return Approval(
             path="terminal",
@@ -318,10 +318,9 @@ def person_by_code(
         else "this server has no private channel to show the person a code (no terminal, no notifications): the "
         "person decides with `trainsleuth approve` in their own terminal"
     )
-    waited = approval_wait_s()
     raise ProtocolError(
         f"this needs the person's decision, and this client cannot show them a dialog: {how}"
-        + (f"; no decision came within {waited:g} s" if waited and not (code and code.strip()) else ""),
+        + (f"; no decision came within {wait_s:g} s" if wait_s else ""),
         f"ask the person; if they {ask}, either they give you the code (call again with code) or they run "
         "`trainsleuth approve` in their terminal (then call again)",
     )

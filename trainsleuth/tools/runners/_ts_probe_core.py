@@ -186,8 +186,11 @@ class Recorder(MeasureMixin):
 
     # ------------------------------------------------------------------ attach / detach
 
-    def attach(self):
+    def attach(self, skip_root=False):
+        """Hook every module (the root too, unless `skip_root`: live mode keeps the root's own) and parameter."""
         for m in self.model.modules():
+            if skip_root and m is self.model:
+                continue
             self.handles.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
             self.handles.append(m.register_forward_hook(self._post, with_kwargs=True))
         for i, (_, p) in enumerate(self.params):

@@ -67,7 +67,7 @@ R2_NEVER_ABOVE = 0.2  # ... and never above this anywhere in the run
 
 def is_r2(name: str) -> bool:
     """`r2`, `train_r2`, `val/R2`, `r_squared`, `r2_score`: the coefficient of determination."""
-    return bool(_R2_NAME.search(name)) or name.lower() in ("r2", "r^2")
+    return bool(_R2_NAME.search(name))
 
 
 def r2_at_mean(s: Series) -> Finding | None:
