@@ -71,7 +71,7 @@ def _error(args: argparse.Namespace, command: str, message: str, next_step: str 
 
 def run_compare(args: argparse.Namespace) -> int:
     from trainsleuth.cli import EXIT_EXPECTATION, EXIT_OK, EXIT_USAGE
-    from trainsleuth.knowledge.relevance import filter_failure_modes, gather
+    from trainsleuth.knowledge.relevance import for_workspace
     from trainsleuth.tools.compare.plot import render_png
     from trainsleuth.tools.compare.report import compare_runs, render_text
     from trainsleuth.tools.compare.runs import RunInputError
@@ -80,9 +80,6 @@ def run_compare(args: argparse.Namespace) -> int:
         print("trainsleuth compare: give both --good-ref and --bad-ref, or neither", file=sys.stderr)
         return EXIT_USAGE
     cwd = Path.cwd()
-
-    def relevance(ids: list[str], names: set[str]) -> list[str]:
-        return filter_failure_modes(ids, gather(cwd, " ".join(sorted(names)), names))
 
     try:
         result = compare_runs(
@@ -95,7 +92,7 @@ def run_compare(args: argparse.Namespace) -> int:
             train_command=args.train_command,
             repo=cwd,
             workspace=cwd,
-            relevance=relevance,
+            relevance=for_workspace(cwd),
         )
     except RunInputError as exc:
         return _error(args, "compare", exc.message, exc.next_step)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -367,6 +368,16 @@ def gather(workspace: Path | None, text: str = "", metrics: list[str] | set[str]
     if workspace is not None:
         sig = sig.merge(repo_signals(workspace))
     return sig
+
+
+def for_workspace(workspace: Path | None) -> Callable[[list[str], set[str]], list[str]]:
+    """compare_runs' `relevance`: failure modes kept when the repository or the compared metric names
+    show their domain (one function for the CLI and the tool)."""
+
+    def relevance(ids: list[str], names: set[str]) -> list[str]:
+        return filter_failure_modes(ids, gather(workspace, " ".join(sorted(names)), names))
+
+    return relevance
 
 
 def relevant_failure_modes(code: str, context: list[str] | set[str]) -> list[str]:

@@ -121,7 +121,7 @@ def _check_ref(repo: Path, ref: str) -> bool:
 
 
 def compare_runs_handler(args: CompareRunsInput, call: ToolCall) -> CompareRunsOutput:
-    from trainsleuth.knowledge.relevance import filter_failure_modes, gather
+    from trainsleuth.knowledge.relevance import for_workspace
     from trainsleuth.tools.compare.bisect_offer import package_change
     from trainsleuth.tools.compare.plot import render_png
     from trainsleuth.tools.compare.report import compare_runs, render_text
@@ -144,9 +144,6 @@ def compare_runs_handler(args: CompareRunsInput, call: ToolCall) -> CompareRunsO
                 "pass commits (or refs) of the workspace's repository, or package==version for both runs",
             )
 
-    def relevance(ids: list[str], names: set[str]) -> list[str]:
-        return filter_failure_modes(ids, gather(workspace, " ".join(sorted(names)), names))
-
     try:
         result = compare_runs(
             Path(args.good),
@@ -158,7 +155,7 @@ def compare_runs_handler(args: CompareRunsInput, call: ToolCall) -> CompareRunsO
             train_command=args.train_command,
             repo=repo,
             workspace=workspace,
-            relevance=relevance,
+            relevance=for_workspace(workspace),
             progress=lambda d, t, m: call.progress(d, t, m),
             cancel=call.cancel_event,
         )
