@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 from torch.distributions import Categorical
-from toy_envs import GoalCorridor, mean_episode_return
+from toy_envs import GoalCorridor, discounted_returns, mean_episode_return
 
 
 class Policy(nn.Module):
@@ -91,11 +91,7 @@ def main(argv: list[str] | None = None, actor_critic_losses: LossFunction = acto
                 state, reward, dones = env.step(np.array([action.item()]))
                 rewards.append(float(reward[0]))
                 done = bool(dones[0])
-            R, discounted = 0.0, []
-            for r in reversed(rewards):
-                R = r + args.gamma * R
-                discounted.insert(0, R)
-            returns.extend(discounted)
+            returns.extend(discounted_returns(rewards, args.gamma))
             episode_rewards.append(sum(rewards))
 
         optimizer.zero_grad()

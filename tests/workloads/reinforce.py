@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 from torch.distributions import Categorical
-from toy_envs import GoalCorridor, mean_episode_return
+from toy_envs import GoalCorridor, discounted_returns, mean_episode_return
 
 
 class Policy(nn.Module):
@@ -69,11 +69,7 @@ def main(argv: list[str] | None = None) -> None:
                 state, reward, dones = env.step(np.array([action.item()]))
                 rewards.append(float(reward[0]))
                 done = bool(dones[0])
-            R, discounted = 0.0, []
-            for r in reversed(rewards):
-                R = r + args.gamma * R
-                discounted.insert(0, R)
-            returns.extend(discounted)
+            returns.extend(discounted_returns(rewards, args.gamma))
             episode_rewards.append(sum(rewards))
         returns_t = torch.tensor(returns)
         returns_t = (returns_t - returns_t.mean()) / (returns_t.std() + eps)

@@ -110,3 +110,12 @@ def mean_episode_return(env: GoalCorridor | PointReach, act: Callable[[np.ndarra
         totals += rewards * running
         running &= ~dones
     return float(totals.mean())
+
+
+def discounted_returns(rewards: list[float], gamma: float) -> list[float]:
+    """R_t = r_t + gamma * R_{t+1} for every step of one episode."""
+    R, out = 0.0, []
+    for r in reversed(rewards):
+        R = r + gamma * R
+        out.insert(0, R)
+    return out
