@@ -159,7 +159,7 @@ HEALTHY: tuple[Workload, ...] = (
         "RNN language model",
         ("sequence", "weight_tied"),
         "word_language_model --tied, Press & Wolf 2017",
-        Check("val_loss", "down", 2.0),
+        Check("val_loss", "down", 0.5),
     ),
     _healthy(
         "gcn", "graph network", ("graph", "supervised"), "pytorch/examples gcn", Check("val_acc", "up", 0.3)

@@ -28,6 +28,8 @@ class TiedGRULM(nn.Module):
         self.rnn = nn.GRU(DIM, DIM, batch_first=True)
         self.decoder = nn.Linear(DIM, VOCAB)
         self.decoder.weight = self.encoder.weight  # weight tying
+        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)  # as word_language_model initialises it
+        nn.init.zeros_(self.decoder.bias)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         output, _ = self.rnn(self.encoder(tokens))

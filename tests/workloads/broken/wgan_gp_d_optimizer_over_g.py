@@ -6,7 +6,8 @@ its last step) and never netD: the critic stays at its random initialisation and
 follows it. The critic's fakes are made under `no_grad`, so nothing crashes.
 
 Module: `netD` (the critic MLP; every parameter gets a gradient and never changes).
-Expected finding: `params_not_updated` on `netD`.
+Expected finding: `params_not_updated` on `netD`. Also true, and reported by today's probe:
+`grad_not_zeroed` on `netD` (`optimizerD.zero_grad()` clears G's gradients, so D's accumulate).
 """
 
 from __future__ import annotations
