@@ -198,6 +198,8 @@ class Observer:
         self._pending_losses = []
         self._depth = 0
         self._global_hooks = []
+        self._module_hooks = []
+        self._module_mod: Any = None
         self._finished = False
         self.reason = None
         self.exception = None
@@ -337,15 +339,32 @@ class Observer:
         self._call("backward", self.k, loss)
 
     def _hook_modules(self, torch):
+        """Global forward hooks find the outermost modules: on in iteration 1 and the observed window only."""
         from torch.nn.modules import module as module_mod
 
-        self._global_hooks.append(module_mod.register_module_forward_pre_hook(self._forward_pre))
+        self._module_mod = module_mod
+        self._attach_module_hooks()
+
+    def _attach_module_hooks(self):
+        if self._module_hooks:
+            return
+        module_mod = self._module_mod
+        self._depth = 0
+        self._module_hooks.append(module_mod.register_module_forward_pre_hook(self._forward_pre))
         try:
-            self._global_hooks.append(
+            self._module_hooks.append(
                 module_mod.register_module_forward_hook(self._forward_post, always_call=True)
             )
-        except TypeError:  # torch < 2.1: no always_call; depth is reset at each step and backward
-            self._global_hooks.append(module_mod.register_module_forward_hook(self._forward_post))
+        except TypeError:  # torch < 2.1: no always_call; depth is reset at each step
+            self._module_hooks.append(module_mod.register_module_forward_hook(self._forward_post))
+
+    def _detach_module_hooks(self):
+        for hook in self._module_hooks:
+            try:
+                hook.remove()
+            except Exception:
+                pass
+        self._module_hooks = []
 
     # ------------------------------------------------------------------ events
 
@@ -492,6 +511,10 @@ class Observer:
         self._stepped = set()
         self._iter_t0 = None
         self.k = k + 1
+        if self._observed(self.k):
+            self._attach_module_hooks()
+        else:
+            self._detach_module_hooks()  # between iteration 1 and the window, and after it: no cost per module
         if observed and k >= self.last and self.stop_after:
             self.finish("steps_done")
             self._stop()
@@ -548,6 +571,7 @@ class Observer:
                     sections[plugin.name] = fn(reason)
                 except Exception:
                     self.plugin_errors[plugin.name] = traceback.format_exc()[-4000:]
+            self._detach_module_hooks()
             for hook in self._global_hooks:
                 try:
                     hook.remove()
