@@ -17,9 +17,9 @@ import psutil
 import pytest
 from mcp import Client
 
-from trainsleuth.protocol.store import Store
 from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
+from trainsleuth.state.store import Store
 from trainsleuth.tools.bisect.testing import make_history, tree_digest
 from trainsleuth.tools.job_records import JobError
 from trainsleuth.tools.jobs import JobHandle, JobManager, manager_for
@@ -139,7 +139,7 @@ OWNER_SCRIPT = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from trainsleuth.protocol.store import Store
+    from trainsleuth.state.store import Store
     from trainsleuth.tools.jobs import manager_for
     from trainsleuth.tools.bisect.commits import prepare_commit_bisect, run_commit_bisect
 
@@ -157,7 +157,7 @@ async def test_restart_marks_running_job_interrupted_and_removes_its_worktrees(t
     workspace = tmp_path / "ws"
     history = make_history(workspace / "repo", 30, 12)
     before = tree_digest(history.path)
-    from trainsleuth.protocol.store import default_state_path
+    from trainsleuth.state.store import default_state_path
 
     state = default_state_path(workspace)  # where the server keeps the workspace's state
     marker = tmp_path / "worktree-path"

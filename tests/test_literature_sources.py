@@ -20,9 +20,9 @@ import httpx
 import pytest
 from mcp import Client
 
-from trainsleuth.protocol.store import Store
 from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
+from trainsleuth.state.store import Store
 from trainsleuth.tools.literature import LiteratureConfig, search_literature
 from trainsleuth.tools.literature.sources import parse_arxiv
 
@@ -561,6 +561,6 @@ async def test_search_literature_tool_over_mcp(
         assert "Literature for" in result.content[0].text
         bad = await client.call_tool("search_literature", {"query": "x", "limit": 500})
         assert bad.is_error
-    from trainsleuth.protocol.store import default_state_path
+    from trainsleuth.state.store import default_state_path
 
     assert default_state_path(workspace).exists()  # cached in the workspace's store

@@ -12,7 +12,7 @@ from test_protocol_helpers import Driver, git, make_repo, server_with_person, te
 from trainsleuth.protocol.gate import edit_gate_status
 from trainsleuth.protocol.machine import Protocol
 from trainsleuth.protocol.models import DiagnosisSpec, ProposedFix
-from trainsleuth.protocol.store import Store, default_state_path
+from trainsleuth.state.store import Store, default_state_path
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from mcp import Client
 from test_protocol_helpers import Driver, make_repo, server_with_person
 
 from trainsleuth.protocol.gate import edit_gate_status
-from trainsleuth.protocol.store import default_state_path
+from trainsleuth.state.store import default_state_path
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainsleuth.protocol.store import Store, StoreError, default_state_path
+from trainsleuth.state.store import Store, StoreError, default_state_path
 
 MIGRATIONS = [
     "CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, writer TEXT NOT NULL, n INTEGER NOT NULL);",
@@ -78,7 +78,7 @@ def test_failed_transaction_rolls_back(workspace: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from trainsleuth.protocol.store import Store
+from trainsleuth.state.store import Store
 MIGRATIONS = {migrations!r}
 store = Store(Path(sys.argv[1]))
 store.migrate("demo", MIGRATIONS)

@@ -22,9 +22,9 @@ import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 
-from trainsleuth.protocol.store import default_state_path
 from trainsleuth.server.app import build_server
 from trainsleuth.server.context import ServerConfig
+from trainsleuth.state.store import default_state_path
 from trainsleuth.tools.bisect.testing import History, make_history, tree_digest
 
 TRAINSLEUTH = str(Path(sys.executable).parent / "trainsleuth")

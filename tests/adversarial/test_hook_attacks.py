@@ -24,7 +24,7 @@ from hook_helpers import (
 )
 
 from trainsleuth.clients.hooks import run_hook
-from trainsleuth.protocol.store import default_state_path
+from trainsleuth.state.store import default_state_path
 
 # The bypasses issue 15 lists (Bash tool input, no diagnosis approved), one command each.
 ISSUE_ATTACKS = [

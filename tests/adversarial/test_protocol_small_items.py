@@ -19,7 +19,7 @@ from protocol_attack_helpers import stdio_session
 from test_protocol_helpers import Driver, make_repo, server_with_person, stdio_params, text_of
 
 from trainsleuth.protocol.rca import rca_filename
-from trainsleuth.protocol.store import default_state_path
+from trainsleuth.state.store import default_state_path
 
 pytestmark = pytest.mark.anyio
 

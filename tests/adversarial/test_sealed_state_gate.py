@@ -27,7 +27,7 @@ from hook_helpers import (
 )
 
 from trainsleuth.clients.hooks import run_hook
-from trainsleuth.protocol.location import authoritative_db, marker_path
+from trainsleuth.state.location import authoritative_db, marker_path
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import pytest
 from protocol_attack_helpers import TRAINSLEUTH, edit, hook, stdio_session
 from test_protocol_helpers import in_a_terminal, make_repo
 
-from trainsleuth.protocol import seal
-from trainsleuth.protocol.location import legacy_db, marker_path
-from trainsleuth.protocol.store import default_state_path
+from trainsleuth.state import seal
+from trainsleuth.state.location import legacy_db, marker_path
+from trainsleuth.state.store import default_state_path
 
 pytestmark = pytest.mark.anyio
 

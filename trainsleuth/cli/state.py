@@ -86,7 +86,7 @@ def _terminal_channel() -> str:
 
 def _protocol(ws: Path) -> Any:
     from trainsleuth.protocol.machine import Protocol
-    from trainsleuth.protocol.store import Store, default_state_path
+    from trainsleuth.state.store import Store, default_state_path
 
     db = default_state_path(ws)
     if not db.exists():
@@ -126,11 +126,11 @@ def run_approve(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from trainsleuth.protocol import seal
     from trainsleuth.protocol.gate import edit_gate_status
-    from trainsleuth.protocol.location import marker_path, read_marker
     from trainsleuth.protocol.snapshot import list_refs
-    from trainsleuth.protocol.store import default_state_path
+    from trainsleuth.state import seal
+    from trainsleuth.state.location import marker_path, read_marker
+    from trainsleuth.state.store import default_state_path
 
     ws = _workspace(args)
     db = default_state_path(ws)
@@ -165,9 +165,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_accept(args: argparse.Namespace) -> int:
-    from trainsleuth.protocol import seal
-    from trainsleuth.protocol.location import marker_path, read_marker
-    from trainsleuth.protocol.store import Store, default_state_path
+    from trainsleuth.state import seal
+    from trainsleuth.state.location import marker_path, read_marker
+    from trainsleuth.state.store import Store, default_state_path
 
     ws = _workspace(args)
     if not _in_a_terminal("state accept"):
@@ -217,7 +217,7 @@ def run_set(args: argparse.Namespace) -> int:
     from trainsleuth.protocol.approvals import APPROVAL_POLICY, RCA_DIR
     from trainsleuth.protocol.ledger import ProtocolError
     from trainsleuth.protocol.machine import Protocol
-    from trainsleuth.protocol.store import Store, default_state_path
+    from trainsleuth.state.store import Store, default_state_path
 
     ws = _workspace(args)
     proto = Protocol(Store(default_state_path(ws), workspace=ws))

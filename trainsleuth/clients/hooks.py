@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol.store import STATE_DIR_NAME
+from trainsleuth.state.store import STATE_DIR_NAME
 
 # Claude Code's file-editing tools, and their path fields.
 CLAUDE_EDIT_TOOLS = {

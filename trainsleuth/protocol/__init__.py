@@ -1,1 +1,1 @@
-"""The investigation state machine and its SQLite store. No MCP imports here."""
+"""The investigation state machine (its store is `trainsleuth/state/`). No MCP imports here."""

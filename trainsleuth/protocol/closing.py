@@ -23,8 +23,8 @@ from typing import Any
 from trainsleuth.protocol import approvals
 from trainsleuth.protocol.core import CLOSED, DONE, FIXING, RESOLVED, ProtocolCore
 from trainsleuth.protocol.ledger import ProtocolError
-from trainsleuth.protocol.location import workspace_dir
 from trainsleuth.protocol.models import Approval, InvestigationView
+from trainsleuth.state.location import workspace_dir
 
 DEFAULT_RCA_DIR = ".trainsleuth/rca"
 

@@ -41,7 +41,7 @@ from trainsleuth.protocol.models import (
     InvestigationView,
     Suggestion,
 )
-from trainsleuth.protocol.store import Store
+from trainsleuth.state.store import Store
 
 CONFIDENCE_NEEDS_REVIEW = 0.8
 MAX_STRIKES = strikes.MAX_STRIKES

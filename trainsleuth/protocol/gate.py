@@ -1,7 +1,7 @@
 """The edit gate: may the assistant edit files in this workspace right now?
 
 Used by the edit-gate hooks (`trainsleuth hook CLIENT`) before every file edit. It reads the
-protocol's authoritative state (outside the workspace, `protocol/location.py`) **without writing**,
+protocol's authoritative state (outside the workspace, `state/location.py`) **without writing**,
 and it fails closed: state that is missing while the workspace's marker says it existed, a database
 that was replaced, rows that do not match their seal, or a missing signing key all refuse the edit
 with a message saying which. Only a workspace that never had protocol state is open by default.
@@ -23,8 +23,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainsleuth.protocol import seal
-from trainsleuth.protocol.location import (
+from trainsleuth.state import seal
+from trainsleuth.state.location import (
     authoritative_db,
     governing_workspace,
     governs,

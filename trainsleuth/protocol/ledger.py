@@ -1,7 +1,7 @@
 """The protocol's tables (migration list), sealed transactions and the evidence ledger.
 
 Every protocol write goes through `sealed_tx`, every read through `sealed_read`: both check the seal
-(`protocol/seal.py`) first, so state the server did not write is refused, never used. Analysis tools
+(`state/seal.py`) first, so state the server did not write is refused, never used. Analysis tools
 store their results through `record_tool_evidence` (on the investigation named, or on the one open
 investigation of the workspace); the state machine lives in `protocol/machine.py`.
 """
@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from trainsleuth.protocol import seal
-from trainsleuth.protocol.location import marker_path, read_marker, write_marker
-from trainsleuth.protocol.store import Store
+from trainsleuth.state import seal
+from trainsleuth.state.location import marker_path, read_marker, write_marker
+from trainsleuth.state.store import Store
 
 COMPONENT = "protocol"
 

@@ -22,10 +22,10 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainsleuth.protocol.ledger import ProtocolError, record_open_evidence, record_tool_evidence
-from trainsleuth.protocol.store import StoreError
 from trainsleuth.server.context import ServerContext
 from trainsleuth.server.results import build_result
 from trainsleuth.server.workspace import PolicyError
+from trainsleuth.state.store import StoreError
 
 if TYPE_CHECKING:
     from trainsleuth.tools.jobs import JobHandle

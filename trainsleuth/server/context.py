@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainsleuth.protocol.store import Store, default_state_path
 from trainsleuth.server.workspace import PolicyError, WorkspacePolicy
+from trainsleuth.state.store import Store, default_state_path
 from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
 
 DEFAULT_MAX_TEXT_CHARS = 20_000
@@ -68,7 +68,7 @@ class ServerContext:
     @property
     def workspace_files(self) -> Path:
         """`WORKSPACE/.trainsleuth/` (git-ignored): scratch, RCA documents, spilled results, caches."""
-        from trainsleuth.protocol.location import workspace_dir
+        from trainsleuth.state.location import workspace_dir
 
         return workspace_dir(self.workspace)
 
@@ -116,7 +116,7 @@ class ServerContext:
         location is outside the workspace; an older in-workspace database is migrated there first."""
         with self._store_lock:
             if self._store is None:
-                from trainsleuth.protocol.location import migrate_legacy
+                from trainsleuth.state.location import migrate_legacy
 
                 if self.config.state_path is None:
                     migrate_legacy(self.workspace, self.state_path)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol.store import Store
+from trainsleuth.state.store import Store
 from trainsleuth.tools.job_records import JobError
 from trainsleuth.tools.jobs import JobHandle, run_spawned
 

@@ -104,7 +104,7 @@ def read_result(state_dir: Path, name: str) -> str:
 
 
 def _spill(tool: str, structured: dict[str, Any], state_dir: Path) -> tuple[str, Path]:
-    from trainsleuth.protocol.store import ensure_state_dir
+    from trainsleuth.state.store import ensure_state_dir
 
     ensure_state_dir(state_dir)
     folder = results_dir(state_dir)

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol.store import Store
+from trainsleuth.state.store import Store
 from trainsleuth.tools.job_cleanup import remove_worktree as remove_worktree  # re-exported
 from trainsleuth.tools.job_cleanup import run_cleanup
 from trainsleuth.tools.job_records import (

@@ -1,5 +1,5 @@
 """The sealed state folder: the per-user place outside the workspace where the protocol keeps its
-database and signing key (`protocol/location.py`). Only the trainsleuth server writes there, so the
+database and signing key (`state/location.py`). Only the trainsleuth server writes there, so the
 gate denies every write it can see reaching it, whatever the phase: an Edit/Write path, a redirection,
 cp/mv/rm/sqlite3 operands (literal, through `~`, a symlink or a glob that matches it), and a command
 whose writes the gate cannot place (`python -c`, a `$VARIABLE` path) that names the folder.
@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from trainsleuth.protocol.location import STATE_ENV, read_marker, state_root
+from trainsleuth.state.location import STATE_ENV, read_marker, state_root
 
 # Words that point a command at the state folder without spelling its path.
 _STATE_WORDS = (STATE_ENV, "XDG_STATE_HOME", ".local/state")

@@ -132,7 +132,7 @@ def _reporter(call: ToolCall) -> Any:
 
 
 def _env_cache(call: ToolCall) -> Path:
-    from trainsleuth.protocol.location import ensure_workspace_dir
+    from trainsleuth.state.location import ensure_workspace_dir
 
     # Environments are big caches of the workspace, kept in its git-ignored .trainsleuth/ (not the state).
     return ensure_workspace_dir(call.ctx.workspace) / "envs"

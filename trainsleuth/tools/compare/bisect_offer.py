@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainsleuth.protocol.store import STATE_DIR_NAME, ensure_state_dir
+from trainsleuth.state.store import STATE_DIR_NAME, ensure_state_dir
 from trainsleuth.tools.compare.models import BisectOffer, CompareReport
 
 if TYPE_CHECKING:

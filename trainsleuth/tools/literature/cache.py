@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from trainsleuth.protocol.store import Store
+from trainsleuth.state.store import Store
 
 MIGRATIONS = [
     """

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol.store import Store
+from trainsleuth.state.store import Store
 from trainsleuth.tools.literature.cache import LiteratureCache
 from trainsleuth.tools.literature.config import SOURCES, LiteratureConfig
 from trainsleuth.tools.literature.http import SourceError

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from trainsleuth.protocol.store import ensure_state_dir
+from trainsleuth.state.store import ensure_state_dir
 from trainsleuth.tools.probe.report import ProbeError
 from trainsleuth.tools.runners.launch import RUNNERS_DIR
 

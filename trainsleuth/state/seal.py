@@ -20,7 +20,7 @@ import secrets
 import sqlite3
 from pathlib import Path
 
-from trainsleuth.protocol.location import ensure_private_dir, state_root
+from trainsleuth.state.location import ensure_private_dir, state_root
 
 KEY_NAME = "key"
 # Every table whose rows decide what the protocol allows. Empty tables add nothing, so a migration that

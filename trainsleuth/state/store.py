@@ -1,6 +1,6 @@
 """SQLite state (WAL mode, versioned schemas, safe across processes), kept outside the workspace.
 
-`default_state_path(workspace)` is the authoritative place (`protocol/location.py`): a per-user state
+`default_state_path(workspace)` is the authoritative place (`state/location.py`): a per-user state
 folder keyed by the workspace's real path, so the assistant working inside the workspace cannot edit,
 delete or shadow it by accident or by a stray command.
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from trainsleuth.protocol.location import (
+from trainsleuth.state.location import (
     DB_NAME,
     GITIGNORE,
     WORKSPACE_DIR,
@@ -38,7 +38,7 @@ class StoreError(Exception):
 
 
 def default_state_path(workspace: Path) -> Path:
-    """The authoritative state database of a workspace (outside it; see protocol/location.py)."""
+    """The authoritative state database of a workspace (outside it; see state/location.py)."""
     return authoritative_db(workspace)
 
 
