@@ -62,6 +62,7 @@ class Workload:
     modules: tuple[str, ...] = ()  # broken only: the module(s) the finding should name; () = whole model
     symptom_gap: float | None = None  # broken only: its final metric trails the twin's by at least this
     default_steps: int = 60
+    observe_from: int = 1  # the first optimizer iteration of the phase an observer should watch
     notes: str = ""
 
     @property
@@ -206,6 +207,8 @@ HEALTHY: tuple[Workload, ...] = (
         ("frozen_teacher", "supervised"),
         "PyTorch knowledge distillation tutorial",
         Check("student_acc", "up", 0.25),
+        observe_from=151,
+        notes="two phases, as in the tutorial: the teacher's own training takes optimizer iterations 1-150",
     ),
     _healthy(
         "multitask_uncertainty",
@@ -385,6 +388,7 @@ BROKEN: tuple[Workload, ...] = (
         code="teacher_in_train_mode",
         code_proposed=True,
         modules=("teacher",),
+        observe_from=151,
         notes="silent at this length: the noisy soft targets still teach the student",
     ),
 )
