@@ -12,6 +12,8 @@ from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequ
 from mcp_types import Tool as MCPTool
 
 from trainsleuth import __version__
+from trainsleuth.protocol.ledger import ProtocolError
+from trainsleuth.server.calls import RegisteredTool
 from trainsleuth.server.context import ServerConfig, ServerContext
 from trainsleuth.server.registry import ToolRegistry
 from trainsleuth.server.results import error_result
@@ -81,15 +83,35 @@ class TrainsleuthServer(MCPServer):
                 f"Unknown tool: {name}" + (f"; did you mean {hint!r}?" if hint else ""),
                 "call tools/list for the tools this server offers",
             )
-        _, parsed, problem = check_arguments(name, tool.input_model, tool.schema, dict(arguments or {}))
+        raw = dict(arguments or {})
+        _, parsed, problem = check_arguments(name, tool.input_model, tool.schema, raw)
+        refused = await self._precheck(tool, raw)
         if problem is not None:
             log.info("tool %s rejected arguments: %s", name, problem[:300])
+            also = f"; and {refused.message}" if refused is not None else ""
             return error_result(
-                problem,
+                problem.rstrip(".") + also,
                 f"call {name} again with these fixed; its input schema (tools/list, or "
-                f"`trainsleuth client describe {name}`) lists every argument",
+                f"`trainsleuth client describe {name}`) lists every argument"
+                + (f"; {refused.next_step}" if refused is not None and refused.next_step else ""),
             )
+        if refused is not None:
+            log.info("tool %s refused before it ran: %s", name, refused.message[:300])
+            return error_result(refused.message, refused.next_step)
         return await super().call_tool(name, parsed, context)
+
+    async def _precheck(self, tool: RegisteredTool[Any, Any], raw: dict[str, Any]) -> ProtocolError | None:
+        """The tool's own precheck (a gate that names every problem at once), never failing the call."""
+        if tool.precheck is None:
+            return None
+        import anyio.to_thread
+
+        try:
+            check = tool.precheck
+            return await anyio.to_thread.run_sync(lambda: check(raw, self.registry.ctx))
+        except Exception:
+            log.exception("the precheck of %s failed; the tool checks again when it runs", tool.name)
+            return None
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
