@@ -48,13 +48,22 @@ def covered(spans: Iterable[Span], start: float, end: float) -> float:
 
 
 def person_spans(conn: sqlite3.Connection, inv_id: str, now: float) -> list[Span]:
-    """While each of the person's decisions was pending (asked until decided, expired or now)."""
+    """While each of the person's decisions was pending: asked until decided, replaced by a newer request
+    for the same decision, expired, or now."""
     spans = []
+    newer: dict[tuple[str, str], float] = {}
     for r in conn.execute(
-        "SELECT created_at, expires_at, decided_at FROM person_requests WHERE investigation_id=?", (inv_id,)
+        "SELECT purpose, target, created_at, expires_at, decided_at FROM person_requests WHERE investigation_id=? "
+        "ORDER BY created_at DESC",
+        (inv_id,),
     ):
-        end = r["decided_at"] if r["decided_at"] is not None else min(float(r["expires_at"]), now)
-        spans.append((float(r["created_at"]), float(end)))
+        key = (r["purpose"], r["target"])
+        if r["decided_at"] is not None:
+            end = float(r["decided_at"])
+        else:
+            end = min(float(r["expires_at"]), now, newer.get(key, now))
+        newer[key] = float(r["created_at"])
+        spans.append((float(r["created_at"]), end))
     return spans
 
 
