@@ -26,7 +26,12 @@ examples:
   trainsleuth client call probe_gradients --arg entrypoint=train.py:make --arg steps=3
   trainsleuth client tools --url http://127.0.0.1:8765/mcp   # finds the token the server stored
   trainsleuth client describe bisect_versions     # every argument, its bounds, and an example call
+  trainsleuth client call get_job --arg job_id=job-1 --arg wait_s=300   # waits the whole 300 s
   trainsleuth client run ci/trainsleuth.yaml
+  trainsleuth client stop                         # stop the server kept for this workspace
+
+call, tools and describe keep one server per workspace running between calls (it exits after 10 idle
+minutes); --no-keep or TRAINSLEUTH_KEEP_SERVER=0 starts one for the call only.
 """
 
 
