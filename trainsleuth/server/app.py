@@ -28,10 +28,11 @@ trainsleuth debugs machine-learning training with an enforced protocol. Root cau
    store their results as evidence. Tools that run code take python (default: the project's .venv).
    Long tools answer within ~40 s: a job_id comes back if they are still running; fetch it with get_job.
 3. propose_hypotheses (3-5, ranked) and test one at a time; resolve_hypothesis citing evidence ids.
-4. submit_diagnosis (Gate 4: root cause with evidence ids, mechanism, fix, side effects, what would
-   disprove it). Confidence < 0.8 needs record_review CONFIRMED; a person approves before any fix.
-5. begin_fix, change one thing, verify_fix (the server runs the reproducer). Three failed attempts halt
-   the investigation. Finish with capture_knowledge.
+4. submit_diagnosis (Gate 4: root cause with evidence ids, mechanism, the fix and its files, what would
+   disprove it; a confirmed hypothesis' rule_out_if counts). Confidence < 0.8 needs record_review
+   CONFIRMED; a person approves before any fix (approval begins the first fix attempt).
+5. Change one thing, verify_fix (the server runs the reproducer); begin_fix before a later attempt. Three
+   failed attempts halt the investigation. Finish with capture_knowledge.
 """
 
 
