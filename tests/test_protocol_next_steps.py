@@ -1,7 +1,7 @@
 """`next_step` and the gates never disagree (issue 27.3): every next step the state can give is reached, and
 the step it names is taken and accepted.
 
-The keys come from the code (`protocol.core.NEXT_STEPS`); each walk below reads the next step the server
+The keys come from the code (`protocol.next_steps.NEXT_STEPS`); each walk below reads the next step the server
 answers (get_investigation), checks it is the one the state gives for that key, takes exactly the step it
 names, and asserts the gate accepted it. The walks run on a real in-memory server with real git
 repositories, the real reproducer runs, a real bisect job and a real log reading; the person approves
@@ -20,8 +20,9 @@ import pytest
 from mcp import Client
 from test_protocol_helpers import Driver, git, make_repo, server_with_person
 
-from trainsleuth.protocol.core import NEXT_STEPS, QUICK_PATH_LIMIT_S
+from trainsleuth.protocol.core import QUICK_PATH_LIMIT_S
 from trainsleuth.protocol.machine import Protocol
+from trainsleuth.protocol.next_steps import NEXT_STEPS
 from trainsleuth.state.store import Store, default_state_path
 from trainsleuth.tools.bisect.testing import make_history
 

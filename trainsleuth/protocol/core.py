@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol import gate, gate4, strikes, views, working
+from trainsleuth.protocol import gate, next_steps, strikes, views, working
 from trainsleuth.protocol.ledger import (
     ProtocolError,
     StateAltered,
@@ -63,41 +63,6 @@ DONE = gate.DONE_PHASES
 
 def iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc).isoformat(timespec="seconds")
-
-
-# Every next step the state can give, by key. Each names a step that its gate accepts in that state
-# (tests/test_protocol_next_steps.py reaches every key and takes the step).
-NEXT_STEPS: dict[str, str] = {
-    "investigate_quick": "gather evidence for the obvious cause (analysis tools record their results on this "
-    "investigation), then submit_diagnosis with the fix's files and the reproducer",
-    "investigate_full": "investigate and compare with what works (analysis tools record their results here), "
-    "then propose_hypotheses (3-5, ranked); or go straight to submit_diagnosis and " + gate4.SETTLING_HINT,
-    "resubmit": "the last diagnosis was {why}: gather what it lacked, then submit_diagnosis again or "
-    "propose_hypotheses for a new round",
-    "resubmit_or_hypotheses": "the last diagnosis was {why}: propose_hypotheses for a new round, or gather what "
-    "it lacked and submit_diagnosis again: on the full pathway it must " + gate4.SETTLING_HINT,
-    "submit_confirmed": "submit_diagnosis resting on the confirmed hypothesis {id} ({statement}); its "
-    "rule_out_if is the disproving observation unless you give another",
-    "test_hypothesis": "test hypothesis {id} ({statement}) and resolve_hypothesis citing evidence ids",
-    "new_round": "every hypothesis of the round is ruled out: propose_hypotheses for a new round",
-    "review": "confidence is below 0.8: get a critical review (the critical_review prompt) and record_review; "
-    "CONFIRMED allows approval",
-    "approve": "approve_diagnosis: the person approves or rejects the diagnosis before any fix",
-    "begin_fix": "begin_fix, make the one change the diagnosis proposes, then verify_fix",
-    "hypotheses_before_fix": "the failed fix escalated the investigation to the full protocol: propose_hypotheses "
-    "(3-5, ranked) before the next begin_fix",
-    "undo_or_amend": "{files} changed but the approved fix does not name it: undo that change and verify_fix "
-    "again, or approve_diagnosis to ask the person to approve it",
-    "fix": "make the one change the diagnosis proposes, then verify_fix (the server runs the reproducer)",
-    "halted": "three fix attempts failed: read the three-strike report, re-examine the assumptions, "
-    "propose_hypotheses again and submit_diagnosis with a different root cause",
-    "capture": "capture_knowledge: write the root-cause analysis (and any new constraint or fix pattern)",
-    "closed": "nothing: the investigation is closed",
-}
-
-
-def _step(key: str, **values: str) -> tuple[str, str]:
-    return key, NEXT_STEPS[key].format(**values)
 
 
 class ProtocolCore:
@@ -412,78 +377,15 @@ class ProtocolCore:
         return self.next_move(inv, conn)[1]
 
     def next_move(self, inv: dict[str, Any], conn: sqlite3.Connection) -> tuple[str, str]:
-        """(key in NEXT_STEPS, text) of what to do now. Each step named here is one its gate accepts in this
-        state (tests/test_protocol_next_steps.py walks every key)."""
-        phase = inv["phase"]
-        if phase == INVESTIGATING:
-            return _step("investigate_quick" if inv["pathway"] == "quick" else "investigate_full")
-        if phase == HYPOTHESES:
-            return self._hypotheses_step(conn, inv)
-        if phase == DIAGNOSIS:
-            diag = self._current_diagnosis(conn, inv)
-            return _step("review" if diag is not None and diag["status"] == "awaiting_review" else "approve")
-        if phase == APPROVED:
-            return _step("hypotheses_before_fix" if self._fix_needs_hypotheses(conn, inv) else "begin_fix")
-        if phase == FIXING:
-            pending = self._active_attempt_data(conn, inv).get("unapproved")
-            if pending:
-                return _step("undo_or_amend", files=", ".join(pending[:5]))
-            return _step("fix")
-        if phase == HALTED:
-            return _step("halted")
-        if phase == RESOLVED:
-            return _step("capture")
-        return _step("closed")
+        """(key in next_steps.NEXT_STEPS, text) of what to do now (a step its gate accepts in this state)."""
+        return next_steps.next_move(
+            conn, inv, self._current_diagnosis(conn, inv), self._active_attempt_data(conn, inv)
+        )
 
     def next_move_of(self, inv_id: str) -> tuple[str, str]:
         """(key, text) of the investigation's next step as the state stands (no escalation check)."""
         with self._read() as conn:
             return self.next_move(self._inv_row(conn, inv_id), conn)
-
-    def _fix_needs_hypotheses(self, conn: sqlite3.Connection, inv: dict[str, Any]) -> bool:
-        """begin_fix's rule on the full pathway: a diagnosis not settled by evidence needs ranked hypotheses
-        (the quick pathway's diagnosis after its fix failed and escalated the investigation)."""
-        if inv["pathway"] != "full":
-            return False
-        diag = self._current_diagnosis(conn, inv)
-        if diag is None or diag["data"].get("settled_by"):
-            return False
-        row = conn.execute(
-            "SELECT COUNT(*) AS n FROM hypotheses WHERE investigation_id=?", (inv["id"],)
-        ).fetchone()
-        return not row["n"]
-
-    def _hypotheses_step(self, conn: sqlite3.Connection, inv: dict[str, Any]) -> tuple[str, str]:
-        rows = conn.execute(
-            "SELECT id, status, data, created_at FROM hypotheses WHERE investigation_id=? "
-            "ORDER BY round DESC, rank",
-            (inv["id"],),
-        ).fetchall()
-        latest = conn.execute(
-            "SELECT status, created_at, data FROM diagnoses WHERE investigation_id=? ORDER BY created_at DESC "
-            "LIMIT 1",
-            (inv["id"],),
-        ).fetchone()
-        testing = next((r for r in rows if r["status"] == "testing"), None)
-        confirmed = next((r for r in rows if r["status"] == "confirmed"), None)
-        sent_back = latest is not None and latest["status"] in ("sent_back", "rejected")
-
-        def newer(row: Any) -> bool:  # a hypothesis proposed after that diagnosis: a new round is under way
-            return row is not None and latest is not None and row["created_at"] > latest["created_at"]
-
-        if sent_back and not newer(confirmed) and not newer(testing):
-            why = "sent back by the review" if latest["status"] == "sent_back" else "rejected by the person"
-            if inv["pathway"] == "full" and confirmed is None:
-                # (Never after a failed fix: a diagnosis submitted since rests on a confirmed hypothesis.)
-                return _step("resubmit_or_hypotheses", why=why)
-            return _step("resubmit", why=why)
-        if confirmed is not None and testing is None:
-            statement = json.loads(confirmed["data"]).get("statement", "")[:100]
-            return _step("submit_confirmed", id=confirmed["id"], statement=statement)
-        if testing is not None:
-            statement = json.loads(testing["data"]).get("statement", "")[:100]
-            return _step("test_hypothesis", id=testing["id"], statement=statement)
-        return _step("new_round")
 
     # ------------------------------------------------------------------ views
 

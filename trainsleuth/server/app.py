@@ -31,8 +31,8 @@ trainsleuth debugs machine-learning training with an enforced protocol. Root cau
 4. submit_diagnosis (Gate 4: root cause with evidence ids, mechanism, the fix and its files, what would
    disprove it; a confirmed hypothesis' rule_out_if counts). Confidence < 0.8 needs record_review
    CONFIRMED; a person approves before any fix (approval begins the first fix attempt).
-5. Change one thing, verify_fix (the server runs the reproducer); begin_fix before a later attempt. Three
-   failed attempts halt the investigation. Finish with capture_knowledge.
+5. Change one thing, verify_fix (the server runs the reproducer); begin_fix before a later attempt.
+   Three failed attempts halt the investigation. Finish with capture_knowledge.
 """
 
 
