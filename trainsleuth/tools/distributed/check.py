@@ -66,10 +66,14 @@ class ObservedRank(BaseModel):
     local_rank: int = 0
     hostname: str = ""
     pid: int = 0
-    reason: str | None = Field(default=None, description="steps_done, script_ended, exception or none (killed)")
+    reason: str | None = Field(
+        default=None, description="steps_done, script_ended, exception or none (killed)"
+    )
     steps: list[int] = Field(default_factory=list, description="observed iterations it finished")
     losses: list[float | str | None] = Field(default_factory=list)
-    modules: list[str] = Field(default_factory=list, description="the modules compared, as the code names them")
+    modules: list[str] = Field(
+        default_factory=list, description="the modules compared, as the code names them"
+    )
     error: str | None = None
 
 

@@ -32,6 +32,12 @@ DATA_ORDER_NAME = re.compile(r"(sampler|indices|index|perm|shuffle|order|rank|lo
 RNG_STATE_NUMEL = (5056, 16)  # torch's CPU and CUDA generator states (uint8)
 RUNNING_STATS = ("running_mean", "running_var", "num_batches_tracked")
 
+WHY_OUTSIDE = (
+    "this state lives outside the wrapped model (a frozen feature extractor, a teacher, a scaler or "
+    "normaliser, precomputed tables), so neither DDP's construction broadcast nor its all-reduce ever touches "
+    "it: build, fit or load it identically on every rank (same seed, same data, same checkpoint), or "
+    "broadcast it from rank 0"
+)
 WHY_ATTRIBUTE = (
     "a plain tensor attribute (not a parameter or buffer) is never touched by DDP's broadcasts or "
     "all-reduces: compute it identically on every rank (same seed, same data, or from the global batch)"
@@ -207,7 +213,10 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any], rtol: float) -> dict[str,
     same = same and all(_close(x, y, amax, rtol) for x, y in zip(samples_a, samples_b, strict=True))
     if same:
         return None
-    deltas = [abs(x - y) if not (math.isnan(x) and math.isnan(y)) else 0.0 for x, y in zip(samples_a, samples_b, strict=True)]
+    deltas = [
+        abs(x - y) if not (math.isnan(x) and math.isnan(y)) else 0.0
+        for x, y in zip(samples_a, samples_b, strict=True)
+    ]
     deltas = [d if not math.isnan(d) else math.inf for d in deltas]
     max_abs = max([*deltas, abs(va[3] - vb[3]) if math.isfinite(va[3] - vb[3]) else math.inf], default=0.0)
     ref_norm = math.sqrt(sum(x * x for x in samples_a if math.isfinite(x)))
@@ -359,7 +368,7 @@ def _kind_label(d: TensorDiff) -> str:
 
 def _when(d: TensorDiff) -> str:
     if d.phase == "first_use":
-        return f"from initialisation: at its first use (step {d.step}, before its first forward)"
+        return f"from initialisation: already before the first forward of step {d.step}"
     if d.origin == "initialisation":
         return f"from the first time it was seen (after step {d.step})"
     return f"from step {d.step} (equal before it): it drifts during training"
@@ -368,7 +377,7 @@ def _when(d: TensorDiff) -> str:
 def _why(d: TensorDiff, outside_note: str | None) -> tuple[str, Severity]:
     if d.origin == "initialisation":
         if d.ddp is None and d.kind != "attribute":
-            base = WHY["outside"]
+            base = WHY_OUTSIDE
         elif d.kind == "attribute":
             base = WHY_ATTRIBUTE
         else:
@@ -387,7 +396,7 @@ def _outside_note(d: TensorDiff, comp: Comparison) -> str | None:
         return None
     wrapped = [str(w.get("module")) for w in comp.ddp]
     root = comp.root_of(d.name)
-    owner = root
+    owner = module_of(d.name) or root
     return (
         f"{owner} is outside DDP (DDP wraps only {', '.join(wrapped)}), so nothing ever synchronises it "
         f"across ranks"

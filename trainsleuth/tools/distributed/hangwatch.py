@@ -158,7 +158,9 @@ def rank_states(
             rank=rank,
             status=status,
             step=watch.progress.get(rank),
-            phase=f"after iteration {watch.progress[rank]}" if rank in watch.progress else "before its first step",
+            phase=f"after iteration {watch.progress[rank]}"
+            if rank in watch.progress
+            else "before its first step",
             error=(f"{exc.get('type')}: {exc.get('message')}" if exc else None),
         )
         threads, source = _threads(watch, rank)
@@ -188,7 +190,9 @@ def _threads(watch: HangWatch, rank: int) -> tuple[list[dict[str, Any]], str | N
         return [], None
     threads = parse_faulthandler(text)
     # the dump was written by the rank's own watcher thread: the main thread is the one not in it
-    threads = [t for t in threads if not any("_ts_observe_dist" in str(f.get("filename")) for f in t["frames"])]
+    threads = [
+        t for t in threads if not any("_ts_observe_dist" in str(f.get("filename")) for f in t["frames"])
+    ]
     return (threads, "faulthandler") if threads else ([], None)
 
 

@@ -78,7 +78,8 @@ def check_command(
         )
     except CommandError as exc:
         raise AnalysisError(
-            f"check_distributed: {exc}", "give the command you run, e.g. 'torchrun --nproc_per_node 2 train.py'"
+            f"check_distributed: {exc}",
+            "give the command you run, e.g. 'torchrun --nproc_per_node 2 train.py'",
         ) from None
     finally:
         for watch in watches:
@@ -244,9 +245,7 @@ def _notes(
             "job's collectives (each rank wrote its digests to a file)"
         )
     if comp.only_on_some:
-        notes.append(
-            "held on some ranks only, so not compared: " + "; ".join(comp.only_on_some[:10])
-        )
+        notes.append("held on some ranks only, so not compared: " + "; ".join(comp.only_on_some[:10]))
     if comp.structure:
         notes.append(
             "different shapes or dtypes across ranks (sharded by design, or built differently): "

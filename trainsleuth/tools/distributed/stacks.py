@@ -481,7 +481,9 @@ def _dump_live(
             if cancel_event is None:
                 time.sleep(interval_s)
         with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
-            futures = [pool.submit(py_spy_dump, py_spy, t.pid, native, timeout_s, cancel_event) for t in targets]
+            futures = [
+                pool.submit(py_spy_dump, py_spy, t.pid, native, timeout_s, cancel_event) for t in targets
+            ]
             results = [f.result() for f in futures]
         current = []
         for t, (data, err) in zip(targets, results, strict=True):

@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import weakref
+from typing import Any
 
 import _ts_dist_common as common
 import _ts_observe
@@ -40,7 +41,7 @@ ATTR_DEPTH = 2  # module -> object -> object
 FLOAT64_LIMIT = 1 << 24  # larger tensors are reduced in float32 (no float64 copy of a huge tensor)
 REQUEST = "dump.request"
 WATCH_S = 0.25
-_MODULE_KEYS = None  # the attribute names every nn.Module has (not the user's state)
+_MODULE_KEYS: set = set()  # the attribute names every nn.Module has (not the user's state)
 
 
 def make(observer, options):
@@ -51,7 +52,7 @@ class DistPlugin:
     def __init__(self, observer, options):
         self.obs = observer
         self.options = options
-        self.torch = None
+        self.torch: Any = None
         ident = observer.identity
         self.rank = ident["rank"]
         self.tag = f"n{ident['node']}-r{ident['rank']}-p{ident['pid']}"
@@ -71,8 +72,7 @@ class DistPlugin:
 
     def setup(self):
         torch = self.torch = self.obs.torch
-        global _MODULE_KEYS
-        _MODULE_KEYS = set(vars(torch.nn.Module()).keys())
+        _MODULE_KEYS.update(vars(torch.nn.Module()).keys())
         ident = self.obs.identity
         first = {
             "type": "process",
@@ -93,9 +93,12 @@ class DistPlugin:
             threading.Thread(target=self._watch, name="trainsleuth-dist-watch", daemon=True).start()
 
     def root_seen(self, info):
+        before = len(self.roots)
         self._add_root(info.label, info.module, "called")
+        self._find_held()  # what the loop holds beside it, as it is before this first forward
+        new = [r for r in self.roots[before:] if r[1] is not info.module]
         root = next(r for r in self.roots if r[1] is info.module)
-        self._snapshot("first_use", self.obs.k, [root])
+        self._snapshot("first_use", self.obs.k, [root, *new])
 
     def end(self, k):
         self._find_held()
@@ -131,7 +134,7 @@ class DistPlugin:
     def _find_held(self):
         """Modules the training loop holds but never called (an EMA copy updated in place, a teacher)."""
         nn_module = self.torch.nn.Module
-        frame = sys._getframe(1)
+        frame: Any = sys._getframe(1)
         depth = 0
         while frame is not None and depth < 40:
             depth += 1
@@ -150,7 +153,9 @@ class DistPlugin:
             return
         covered = {id(t) for _l, m, _h in self.roots for t in _state(m)}
         if all(id(t) in covered for t in _state(module)):
-            self._not_held.add(id(module))  # nothing of its own: a part of (or a stateless) module seen already
+            self._not_held.add(
+                id(module)
+            )  # nothing of its own: a part of (or a stateless) module seen already
             return
         taken = {r[0] for r in self.roots}
         name, i = label, 2
@@ -247,8 +252,14 @@ class DistPlugin:
         rows = []
         with torch.no_grad(), _no_autocast(torch):
             values = [self._digest(t) for _n, t, _k, _f in entries]
-        for (name, t, kind, flags), vals in zip(entries, values):
-            row = {"n": name, "k": kind, "s": list(getattr(t, "shape", ())), "d": str(t.dtype).replace("torch.", "")}
+        for i, (name, t, kind, flags) in enumerate(entries):
+            vals = values[i]
+            row = {
+                "n": name,
+                "k": kind,
+                "s": list(getattr(t, "shape", ())),
+                "d": str(t.dtype).replace("torch.", ""),
+            }
             if vals is None:
                 row["skip"] = True
             else:
@@ -329,9 +340,8 @@ class DistPlugin:
     # ------------------------------------------------------------------ files
 
     def _write(self, record, mode="a"):
-        with self._lock:
-            with _ts_observe._open(self.path, mode, encoding="utf-8") as fh:
-                fh.write(json.dumps(record, default=_ts_observe._jsonable) + "\n")
+        with self._lock, _ts_observe._open(self.path, mode, encoding="utf-8") as fh:
+            fh.write(json.dumps(record, default=_ts_observe._jsonable) + "\n")
 
     def _watch(self):
         """On the server's request (the job looks hung): Flight Recorder records and every thread's stack."""
@@ -345,7 +355,7 @@ class DistPlugin:
 
     def _dump(self):
         out = self.obs.out_dir
-        note = {"time": time.time(), "pid": os.getpid()}
+        note: dict = {"time": time.time(), "pid": os.getpid()}
         try:
             data = self.torch._C._distributed_c10d._dump_fr_trace()
             folder = os.path.join(out, "fr")
