@@ -39,9 +39,10 @@ ENTRYPOINT_DESCRIPTION = "file.py:fn (probe://entrypoint)"
 
 
 class CheckDistributedInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
+    command: str | None = None
+    entrypoint: Entrypoint | None = Field(default=None, description=ENTRYPOINT_DESCRIPTION)
     nproc: int = Field(default=2, ge=2, le=16)
-    steps: int = Field(default=2, ge=1, le=10)
+    steps: int = Field(default=2, ge=1, le=100)
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     rtol: float = Field(default=1e-4, gt=0, description="Against one process.")
     rank_rtol: float = Field(default=1e-6, ge=0, description="Across ranks.")
@@ -51,7 +52,8 @@ class CheckDistributedInput(AnalysisInput):
 
 
 class ComparePrecisionInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
+    command: str | None = None
+    entrypoint: Entrypoint | None = Field(default=None, description=ENTRYPOINT_DESCRIPTION)
     dtypes: list[Precision] = Field(default_factory=lambda: list(DEFAULT_DTYPES))
     rtol_bf16: float = Field(default=0.05, gt=0)
     rtol_fp16: float = Field(default=0.01, gt=0)
@@ -118,6 +120,14 @@ def _fail(exc: AnalysisError) -> ToolFailure:
     return ToolFailure(exc.message, exc.next_step)
 
 
+def _one_of(args: CheckDistributedInput | ComparePrecisionInput, example: str) -> None:
+    if (args.command is None) == (args.entrypoint is None):
+        raise ToolFailure(
+            "give exactly one of command (the command you run) or entrypoint (file.py:fn)",
+            f"pass command={example!r}, the exact command you run, or entrypoint='file.py:fn' for an A/B test",
+        )
+
+
 # ---------------------------------------------------------------------------- handlers
 
 
@@ -125,8 +135,12 @@ def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> Check
     from trainsleuth.tools.distributed.check import check_distributed
     from trainsleuth.tools.distributed.stacks import find_py_spy
 
-    entry = args.entrypoint
+    _one_of(args, "torchrun --nproc_per_node 2 train.py")
     python = call.ctx.interpreter(args.python)
+    if args.command is not None:
+        return _check_command(args, args.command, python, call)
+    entry = args.entrypoint
+    assert entry is not None
     call.progress(0, 1, f"starting {args.nproc} ranks under torchrun")
     try:
         report = check_distributed(
@@ -146,22 +160,65 @@ def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> Check
     except AnalysisError as exc:
         raise _fail(exc) from None
     call.progress(1, 1, "done")
-    report.entrypoint = args.entrypoint
+    report.entrypoint = entry
+    return CheckDistributedOutput.model_validate(report.model_dump())
+
+
+def _check_command(
+    args: CheckDistributedInput, command: str, python: Path, call: ToolCall
+) -> CheckDistributedOutput:
+    from trainsleuth.tools.distributed.observed import check_command
+    from trainsleuth.tools.distributed.stacks import find_py_spy
+
+    call.progress(0, 1, "running the command with every rank observed")
+    try:
+        report = check_command(
+            command,
+            python=python,
+            workspace=call.ctx.workspace,
+            steps=args.steps,
+            rank_rtol=args.rank_rtol,
+            hang_s=args.hang_s,
+            timeout_s=args.timeout_s,
+            py_spy=find_py_spy(),
+            cancel_event=call.cancel_event,
+        )
+    except AnalysisError as exc:
+        raise _fail(exc) from None
+    call.progress(1, 1, "done")
     return CheckDistributedOutput.model_validate(report.model_dump())
 
 
 def compare_precision_tool(args: ComparePrecisionInput, call: ToolCall) -> ComparePrecisionOutput:
     from trainsleuth.tools.precision.compare import compare_precision
+    from trainsleuth.tools.precision.observed import compare_command
 
-    entry = args.entrypoint
+    _one_of(args, "python train.py")
     python = call.ctx.interpreter(args.python)
     rtol = {k: v for k, v in (("bf16", args.rtol_bf16), ("fp16", args.rtol_fp16)) if v is not None}
+    dtypes: list[str] = list(dict.fromkeys(args.dtypes))
+    if args.command is not None:
+        try:
+            observed = compare_command(
+                args.command,
+                python=python,
+                workspace=call.ctx.workspace,
+                dtypes=dtypes,
+                rtol=rtol,
+                timeout_s=args.timeout_s,
+                cancel_event=call.cancel_event,
+            )
+        except AnalysisError as exc:
+            raise _fail(exc) from None
+        return ComparePrecisionOutput.model_validate(observed.model_dump())
+    entry = args.entrypoint
+    assert entry is not None
     try:
         report = compare_precision(
             entry,
             python=python,
             cwd=call.ctx.workspace,
-            dtypes=list(dict.fromkeys(args.dtypes)),
+            dtypes=dtypes,
             rtol=rtol,
             device=args.device,
             timeout_s=args.timeout_s,
@@ -169,7 +226,7 @@ def compare_precision_tool(args: ComparePrecisionInput, call: ToolCall) -> Compa
         )
     except AnalysisError as exc:
         raise _fail(exc) from None
-    report.entrypoint = args.entrypoint
+    report.entrypoint = entry
     return ComparePrecisionOutput.model_validate(report.model_dump())
 
 
@@ -246,7 +303,7 @@ def register(registry: ToolRegistry) -> None:
         check_distributed_tool,
         input_model=CheckDistributedInput,
         output_model=CheckDistributedOutput,
-        description="Multi-GPU bugs: N ranks against each other and 1 process; why a rank died.",
+        description="Multi-GPU bugs: the ranks of your torchrun command compared; hangs, dead ranks explained.",
         title="Check distributed",
         read_only=False,
         destructive=True,
@@ -260,7 +317,7 @@ def register(registry: ToolRegistry) -> None:
         compare_precision_tool,
         input_model=ComparePrecisionInput,
         output_model=ComparePrecisionOutput,
-        description="Mixed precision: fp32 vs bf16/fp16 for a step; first module to diverge.",
+        description="Mixed precision: your command's forward in fp32 vs bf16/fp16; first module to diverge.",
         title="Compare precision",
         read_only=False,
         destructive=True,

@@ -48,7 +48,8 @@ class Difference(BaseModel):
         "single-process gradient"
     )
     phase: str = Field(
-        description="before_wrap, forward_entry, after_backward, after_last_step or single_process"
+        description="before_wrap, forward_entry, after_backward, after_last_step or single_process; for a "
+        "command: first_use (a module's first call, right after init/wrapping) or after_step"
     )
     step: int | None = None
     rank: int | None = Field(default=None, description="the rank farthest from rank 0")
@@ -57,8 +58,28 @@ class Difference(BaseModel):
     rel_diff: float | str | None = None
 
 
+class ObservedRank(BaseModel):
+    """One process of an observed command, as the launcher placed it."""
+
+    rank: int
+    node: int = 0
+    local_rank: int = 0
+    hostname: str = ""
+    pid: int = 0
+    reason: str | None = Field(
+        default=None, description="steps_done, script_ended, exception or none (killed)"
+    )
+    steps: list[int] = Field(default_factory=list, description="observed iterations it finished")
+    losses: list[float | str | None] = Field(default_factory=list)
+    modules: list[str] = Field(
+        default_factory=list, description="the modules compared, as the code names them"
+    )
+    error: str | None = None
+
+
 class DistributedReport(BaseModel):
     entrypoint: str
+    command: str | None = Field(default=None, description="the user's own command, when it was observed")
     healthy: bool
     completed: bool = Field(
         default=True, description="false when the job crashed or hung before the case ended"
@@ -83,6 +104,10 @@ class DistributedReport(BaseModel):
         default_factory=list,
         description="state compared outside the model (closures, 'state', plain attributes)",
     )
+    per_rank_by_design: list[str] = Field(
+        default_factory=list, description="tensors that differ across ranks by design, and why (not judged)"
+    )
+    processes: list[ObservedRank] = Field(default_factory=list, description="each rank, by node and rank")
     step_errors: dict[str, str] = Field(default_factory=dict)
     ranks: list[RankState] = Field(
         default_factory=list, description="every rank, when the job crashed or hung"
@@ -98,13 +123,21 @@ class DistributedReport(BaseModel):
         if not self.completed:
             state += " (the job did not finish)"
         lines = [
-            f"check_distributed {self.entrypoint}: {state} ({self.world_size} ranks, {self.backend}, "
-            f"{self.steps_taken} step(s), {self.duration_s:.1f}s)",
-            f"wrapper: {self.wrapper}; {self.sharding}",
+            f"check_distributed {self.command or self.entrypoint}: {state} ({self.world_size} ranks, "
+            f"{self.backend}, {self.steps_taken} step(s), {self.duration_s:.1f}s)",
+            f"wrapper: {self.wrapper}" + (f"; {self.sharding}" if self.sharding else ""),
         ]
         lines.extend(f"  {w}" for w in self.wrappers)
+        for p in self.processes:
+            lines.append(
+                f"  node {p.node} rank {p.rank} (local {p.local_rank}, {p.hostname} pid {p.pid}): {p.reason}, "
+                f"steps {p.steps[:1] + (['..', p.steps[-1]] if len(p.steps) > 1 else [])}, losses "
+                f"{[_short_float(x) for x in p.losses[:4]]}" + (f"; {p.error[:200]}" if p.error else "")
+            )
         if self.outside_state:
             lines.append(f"also compared outside the model: {', '.join(self.outside_state[:10])}")
+        if self.per_rank_by_design:
+            lines.append(f"differ by design (not judged): {'; '.join(self.per_rank_by_design[:6])}")
         if self.first_divergence:
             lines.append(f"first divergence: {self.first_divergence}")
         if self.single_process:
@@ -145,6 +178,10 @@ class DistributedReport(BaseModel):
             lines.append(f"Flight Recorder: {self.flight_recorder.problem.message}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+def _short_float(x: Any) -> Any:
+    return round(x, 5) if isinstance(x, float) else x
 
 
 def _f(x: Any) -> float | str | None:

@@ -71,6 +71,7 @@ PTRACE_HINT = (
     "SYS_PTRACE to the container's securityContext.capabilities"
 )
 MAX_FRAMES = 60
+OBSERVER_MARK = "trainsleuth/tools/runners/_ts_observe"  # the observer's wrappers around the user's calls
 
 
 def ptrace_scope() -> str:
@@ -286,7 +287,7 @@ def find_targets(pids: Sequence[int], pattern: str | None, workspaces: Sequence[
 # ---------------------------------------------------------------------------- dumping and analysis
 
 
-def _dump(
+def py_spy_dump(
     py_spy: str, pid: int, native: bool, timeout_s: float, cancel: threading.Event | None
 ) -> tuple[Any, str | None]:
     argv = [py_spy, "dump", "--pid", str(pid), "--json"]
@@ -319,6 +320,7 @@ def _is_library(file: str) -> bool:
     return (
         "/site-packages/" in f
         or "/dist-packages/" in f
+        or OBSERVER_MARK in f
         or "/lib/python3" in f
         or f.startswith("<frozen")
         or bool(NATIVE_FILE.search(f))
@@ -479,7 +481,9 @@ def _dump_live(
             if cancel_event is None:
                 time.sleep(interval_s)
         with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
-            futures = [pool.submit(_dump, py_spy, t.pid, native, timeout_s, cancel_event) for t in targets]
+            futures = [
+                pool.submit(py_spy_dump, py_spy, t.pid, native, timeout_s, cancel_event) for t in targets
+            ]
             results = [f.result() for f in futures]
         current = []
         for t, (data, err) in zip(targets, results, strict=True):

@@ -77,38 +77,9 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
     if opt is not None and opt_state is not None:
         opt.load_state_dict(opt_state)
     model.zero_grad(set_to_none=True)
-    outputs: dict = {}
-    order = []
     grads: dict = {}
-    handles = []
-    types = {}
-
-    inputs: dict = {}
-
-    def make_fwd(name):
-        def hook(_m, inp, out):
-            if name in outputs:
-                return
-            t = _first_tensor(out, torch)
-            if t is None or not t.is_floating_point():
-                return
-            order.append(name)
-            # The input too: precision lost in forward code between modules (a subtraction that is no
-            # module) shows as an input that departs while every earlier output stayed close.
-            i = _first_tensor(inp, torch)
-            if i is not None and i.is_floating_point() and i.numel() <= MAX_ELEMENTS:
-                inputs[name] = i.detach().to("cpu", torch.float32).clone()
-            if t.numel() > MAX_ELEMENTS:
-                outputs[name] = None
-                return
-            outputs[name] = t.detach().to("cpu", torch.float32).clone()
-
-        return hook
-
-    for name, mod in model.named_modules():
-        label = name or "<model>"
-        types[label] = type(mod).__name__
-        handles.append(mod.register_forward_hook(make_fwd(label)))
+    rec = record_outputs(torch, model)
+    handles = rec["handles"]
     for pname, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -137,12 +108,46 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
     loss_value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
     return {
         "loss": loss_value,
-        "outputs": outputs,
-        "inputs": inputs,
-        "order": order,
+        "outputs": rec["outputs"],
+        "inputs": rec["inputs"],
+        "order": rec["order"],
         "grads": grads,
-        "types": types,
+        "types": rec["types"],
     }
+
+
+def record_outputs(torch, model):
+    """Forward hooks on every module that keep its first floating output and input, in call order.
+
+    The input too: precision lost in forward code between modules (a subtraction that is no module)
+    shows as an input that departs while every earlier output stayed close.
+    """
+    rec: dict = {"outputs": {}, "inputs": {}, "order": [], "types": {}, "handles": []}
+    outputs, inputs, order = rec["outputs"], rec["inputs"], rec["order"]
+
+    def make_fwd(name):
+        def hook(_m, inp, out):
+            if name in outputs:
+                return
+            t = _first_tensor(out, torch)
+            if t is None or not t.is_floating_point():
+                return
+            order.append(name)
+            i = _first_tensor(inp, torch)
+            if i is not None and i.is_floating_point() and i.numel() <= MAX_ELEMENTS:
+                inputs[name] = i.detach().to("cpu", torch.float32).clone()
+            if t.numel() > MAX_ELEMENTS:
+                outputs[name] = None
+                return
+            outputs[name] = t.detach().to("cpu", torch.float32).clone()
+
+        return hook
+
+    for name, mod in model.named_modules():
+        label = name or "<model>"
+        rec["types"][label] = type(mod).__name__
+        rec["handles"].append(mod.register_forward_hook(make_fwd(label)))
+    return rec
 
 
 def compare(torch, ref, low, model):
@@ -199,12 +204,15 @@ def compare(torch, ref, low, model):
     for mod, g in grad_rows.items():
         if mod not in seen:
             rows.append({"module": mod, "type": ref["types"].get(mod), **g})
-    la, lb = ref["loss"], low["loss"]
-    loss_rel = abs(lb - la) / max(abs(la), 1e-12) if math.isfinite(lb) else math.inf
+    la, lb = ref.get("loss"), low.get("loss")
+    if la is None or lb is None:  # a replayed forward: no loss to compare
+        loss_rel = None
+    else:
+        loss_rel = abs(lb - la) / max(abs(la), 1e-12) if math.isfinite(lb) else math.inf
     return {
         "loss_fp32": common.jsonable(la),
         "loss_low": common.jsonable(lb),
-        "loss_rel_error": common.jsonable(loss_rel),
+        "loss_rel_error": None if loss_rel is None else common.jsonable(loss_rel),
         "modules": rows,
         "execution_order": ref["order"],
     }
