@@ -38,8 +38,9 @@ def summary(self, *, mode="loss_fn", fixed_batch=True):
                 "init_rms": _f(s.init_rms) if s.init_rms is not None else None,
                 "init_norm": _f(self.init_norms[i]),
                 "group": self.opt_group.get(id(p)),
-                "in_optimizer": (id(p) in self.opt_ids) if self.optimizer is not None else None,
-                "lr": _f(self._effective_lr(p)) if self.optimizer is not None else None,
+                "in_optimizer": (id(p) in self.opt_ids) if self.optimizers else None,
+                "lr": _f(self._effective_lr(p)) if self.optimizers else None,
+                "cleared_steps": s.cleared,
             }
         )
         if p.requires_grad:
@@ -82,6 +83,7 @@ def summary(self, *, mode="loss_fn", fixed_batch=True):
         "step_lrs": list(self.step_lrs),
         "peak_lrs": self.peak_lrs(),
         "forward_origin": self.forward_origin,
+        "loss_op": self.loss_op,
         "backward_origin": self.backward_origin,
         "model_output_finite": self.model_output_finite,
         "term_grad_norms": {k: _f(v) for k, v in self.term_grad_norms.items()},
