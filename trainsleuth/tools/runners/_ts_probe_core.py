@@ -183,6 +183,10 @@ class Recorder(MeasureMixin):
         self._producers = {}
         self._measured_step = None
         self.internal_errors = []
+        self.measure_scale = (
+            False  # record each module's output RMS on this step (the observer: first and last)
+        )
+        self.out_rms = {}
         self._inputs_seen = False
         self._order = 0
         self._reset_step_state()
@@ -567,6 +571,8 @@ class Recorder(MeasureMixin):
             tname = type(module).__name__
             if tname in RELU_TYPES or tname in SAT_TYPES:
                 self._activation(name, tname, output)
+            if self.measure_scale and id(module) in self._has_params:
+                self._output_scale(name, output)
             top = ev["parent"] is None  # a model's own output: its gradient hook says whether the
             # gradient entering the model from the loss code is already non-finite (cheap: one per call)
             if self.watch_producers or ((self.detail or top) and torch.is_grad_enabled()):

@@ -80,6 +80,8 @@ def predicted_drop(stats, steps, losses):
 def trend_rules(stats, steps, losses, update_findings, notes):
     if not (stats.get("updates_measured") or stats.get("mode") == "step_fn"):
         return []
+    if stats.get("loss_trend") is False:  # several losses, one per optimizer: no single series to judge
+        return []
     found = loss_trend(losses[:steps], fixed_batch=stats.get("fixed_batch", True))
     flat = [f for f in found if f["code"] == "loss_not_decreasing"]
     if not flat:

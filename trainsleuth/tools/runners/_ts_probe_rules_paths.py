@@ -96,30 +96,61 @@ def role_key(name):
     return ".".join("*" if part.isdigit() else part for part in name.split("."))
 
 
+def _factor_name(p):
+    """`proj_qkv.weight` -> `proj_qkv` (a module's weight is the module to a reader); other names stay."""
+    rel = _relative(p)
+    return rel[: -len(".weight")] if rel.endswith(".weight") else rel
+
+
 def _relative(p):
     parent = _parent(p.get("module") or "")
     return p["name"][len(parent) + 1 :] if parent else p["name"]
 
 
+def _common(a, b):
+    """How many leading path parts two module paths share."""
+    n = 0
+    for x, y in zip(a.split("."), b.split(".")):  # noqa: B905
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _dead_product_findings(dead, lacking, reason, trainable, grad_steps):
-    """One finding per group of zero factors that never move, named together by their role."""
+    """One finding per group of zero factors that never move, named together by their role; the other
+    parameters with exactly zero gradient (below those zeros) are named with the group nearest them."""
     groups = {}  # type: dict
     for p in dead:
         groups.setdefault(role_key(_parent(p.get("module") or "")), []).append(p)
+    keys = sorted(groups)
+    parents = {k: sorted({_parent(p.get("module") or "") for p in groups[k]}) for k in keys}
+    own = {p["name"] for p in dead}
+    below = {k: [] for k in keys}  # type: dict
+    for q in trainable:
+        n = q["name"]
+        if n in own or n not in lacking or reason.get(n) != "zero":
+            continue
+        mod = q.get("module") or ""
+        best = max(keys, key=lambda k: max(_common(mod, pa) for pa in parents[k]))
+        below[best].append(q)
     out = []
-    covered = set()
-    for role, members in sorted(groups.items(), key=lambda kv: kv[0]):
-        parents = sorted({_parent(p.get("module") or "") for p in members})
-        under = [q for q in trainable if any(q["name"].startswith(pa + ".") or not pa for pa in parents)]
-        own = {m["name"] for m in members}
-        also = [q["name"] for q in under if q["name"] in lacking and q["name"] not in own]
-        covered.update(own)
-        covered.update(also)
-        factors = sorted({_relative(m) for m in members})
-        weights = [q for q in under if q.get("ndim", 0) >= 2]
-        all_weights = bool(weights) and all(q["name"] in lacking or q["name"] in covered for q in weights)
-        where = role or "the model"
-        blocks = f" ({len(parents)} blocks)" if len(parents) > 1 else ""
+    covered = set(own)
+    for key in keys:
+        members = groups[key]
+        factors = list(dict.fromkeys(_factor_name(m) for m in members))  # in the model's own order
+        pars = parents[key]
+        inside = [q for q in below[key] if any(q["name"].startswith(pa + ".") or not pa for pa in pars)]
+        outside = [q for q in below[key] if q not in inside]
+        covered.update(q["name"] for q in below[key])
+        weights = [
+            q
+            for q in trainable
+            if q.get("ndim", 0) >= 2 and any(q["name"].startswith(pa + ".") for pa in pars)
+        ]
+        all_weights = bool(weights) and all(q["name"] in covered for q in weights)
+        where = key or "the model"
+        blocks = f" ({len(pars)} blocks)" if len(pars) > 1 else ""
         if len(factors) >= 2:
             head = (
                 f"Every weight of {where}{blocks} gets exactly 0 gradient over {grad_steps} observed step(s)"
@@ -138,25 +169,32 @@ def _dead_product_findings(dead, lacking, reason, trainable, grad_steps):
                 "runs through another zero)."
             )
             hint = "do not initialise it at zero, or check what feeds it"
-        names = [m["name"] for m in members] + also
+        if outside:
+            roles = sorted({role_key(q.get("module") or "") or "the model" for q in outside})
+            msg += f" {_and(roles)} get exactly 0 as well: their path to the loss runs through these zeros."
+        names = [m["name"] for m in members] + [q["name"] for q in inside + outside]
         out.append(
-            finding(
-                "no_gradient",
-                "error",
-                msg,
-                step=0,
-                module=parents[0] or None,
-                evidence={
-                    "params": names[:MAX_LISTED],
-                    "n_params": len(names),
-                    "zero_factors": factors,
-                    "modules": parents[:MAX_LISTED],
-                    "n_modules": len(parents),
-                    "gradient": sorted({reason.get(n, "zero") for n in names}),
-                    "steps": grad_steps,
-                    "init": "exactly zero",
-                    "hint": hint,
-                },
+            dict(
+                failure_modes=["bad-initialisation"],
+                **finding(
+                    "no_gradient",
+                    "error",
+                    msg,
+                    step=0,
+                    module=pars[0] or None,
+                    evidence={
+                        "params": names[:MAX_LISTED],
+                        "n_params": len(names),
+                        "zero_factors": factors,
+                        "modules": pars[:MAX_LISTED],
+                        "n_modules": len(pars),
+                        "also_zero": sorted({role_key(q.get("module") or "") for q in outside})[:MAX_LISTED],
+                        "gradient": ["zero"],
+                        "steps": grad_steps,
+                        "init": "exactly zero",
+                        "hint": hint,
+                    },
+                ),
             )
         )
     return out, covered

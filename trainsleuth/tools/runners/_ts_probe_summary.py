@@ -57,6 +57,8 @@ def summary(self, *, mode="loss_fn", fixed_batch=True):
         }
         if name in self.module_input_rms:
             row["input_rms"] = self.module_input_rms[name]
+        if name in self.out_rms:
+            row["out_rms"] = [v for _, v in self.out_rms[name]]
         st = self.act.get(name)
         if st is not None:
             row["act"] = st["kind"]
