@@ -450,7 +450,7 @@ class Observer:
             self._stepped.add(info.index)
             self._ever_stepped.add(info.index)
             info.steps += 1
-            if (args and callable(args[0])) or kwargs.get("closure") is not None:
+            if _closure_given(optimizer, args, kwargs):
                 info.closure_steps += 1
             if self._observed(self.k):
                 if self._iter_t0 is None:
@@ -649,6 +649,13 @@ class _TorchImportHook:
 
     def find_module(self, fullname, path=None):  # Python < 3.4 protocol; never used
         return None
+
+
+def _closure_given(optimizer, args, kwargs):
+    """optimizer.step(closure): the hook's args start with the optimizer itself, then the closure."""
+    if kwargs.get("closure") is not None:
+        return True
+    return any(callable(a) and a is not optimizer for a in args[:2])
 
 
 def _lr(group):

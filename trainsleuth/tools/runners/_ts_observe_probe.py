@@ -78,6 +78,13 @@ class ProbePlugin:
         self.loss_watch = None
         self._watch_done = False
         self.contract_findings = []
+        self._pending_batches = []
+        self.skipped = 0  # optimizer steps a GradScaler skipped during the observed steps
+        self._scaler_patch = None
+        self._iter_losses = []  # (optimizer index or None, loss) of the open iteration's backward passes
+        self._closure = {}  # optimizer index -> closure steps seen (optimizer.step(closure): LBFGS)
+        self._closure_open = set()
+        self._stepped = set()  # optimizers that stepped during the observed steps
         self.notes = []
         self.opt_losses = []  # per observed iteration: {optimizer index: summed loss}
         self._loader_patch = None
@@ -86,6 +93,36 @@ class ProbePlugin:
 
     def setup(self):
         self._patch_loader()
+        self._patch_scaler()
+
+    def _patch_scaler(self):
+        """A GradScaler that skips the optimizer step (inf/NaN gradients at its scale) starts the step
+        again: that step's backward passes and losses are forgotten, not accumulated."""
+        cls = getattr(getattr(torch, "amp", None), "GradScaler", None)
+        if cls is None or not hasattr(cls, "step"):
+            return
+        original = cls.step
+        plugin = self
+
+        def step(scaler, optimizer, *args, **kwargs):
+            before = sum(i.steps for i in plugin.obs.optimizers)
+            out = original(scaler, optimizer, *args, **kwargs)
+            if sum(i.steps for i in plugin.obs.optimizers) == before:
+                plugin._skipped_step()
+            return out
+
+        step.__wrapped__ = original  # type: ignore[attr-defined]
+        cls.step = step
+        self._scaler_patch = (cls, original)
+
+    def _skipped_step(self):
+        if self.pos is None or not self.obs._observed(self.obs.k):
+            return
+        self.skipped += 1
+        self._iter_losses = []
+        for w in self.watched:
+            if w.rec.active:
+                w.rec.reset_micro()
 
     def _patch_loader(self):
         """The loss contract opens at the first batch a DataLoader yields in the first observed iteration,
@@ -172,6 +209,7 @@ class ProbePlugin:
             self._open_loss_watch(w, (tuple(info.args or ()),))
 
     def begin(self, k):
+        self._iter_losses = []
         self.pos = len(self.positions)
         self.positions.append(k)
         self.opt_losses.append({})
@@ -205,11 +243,15 @@ class ProbePlugin:
         if self._watch_done or self.loss_watch is not None or self.pos is None:
             return
         w = w or (self.watched[0] if self.watched else None)
-        if w is None:
+        if w is None:  # no model known yet (its first forward comes after the batch): keep the batch
+            self._pending_batches = [*self._pending_batches[-3:], batch]
             return
         self._watch_done = True
+        batch = [batch, self._pending_batches]
+        self._pending_batches = []
         try:
             watch = contract.LossWatch(w.rec, batch, 0 if self.positions[-1] == 1 else self.pos)
+            watch.record_violations = True
             watch.__enter__()
             self.loss_watch = (watch, w)
             w.rec.watch_producers = True
@@ -240,6 +282,8 @@ class ProbePlugin:
 
     def backward(self, k, loss):
         self._close_loss_watch()
+        if not self._closure_open or not any(e[0] == "closure" for e in self._iter_losses):
+            self._iter_losses.append(("closure" if self._closure_open else None, loss))
         t = self.obs.backward_tensor
         for w in self.watched:
             if w.rec.active:
@@ -257,30 +301,46 @@ class ProbePlugin:
                 if w is not None:
                     self._start(w)
         ids = {id(p) for g in opt.param_groups for p in g["params"]}
+        self._stepped.add(info.index)
+        closure = info.closure_steps != self._closure.get(info.index, 0)
+        self._closure[info.index] = info.closure_steps
+        if closure:  # the gradient is computed inside the step (LBFGS): read it after the step
+            self._closure_open.add(info.index)
         for w in self.watched:
             w.rec.add_optimizer(opt)
             if not any(id(p) in ids for _, p in w.rec.params):
                 continue
-            self.cleared += w.rec.read_grads(only=ids)
+            if closure:
+                w.rec.in_closure = True
+            else:
+                self.cleared += w.rec.read_grads(only=ids)
             self.snaps[(info.index, id(w))] = w.rec.snapshot_params(only=ids)
 
     def after_step(self, info, k):
+        closure = info.index in self._closure_open
+        self._closure_open.discard(info.index)
+        opt = info.optimizer
+        ids = {id(p) for g in opt.param_groups for p in g["params"]} if opt is not None else set()
         for w in self.watched:
+            if closure and w.rec.in_closure:
+                w.rec.in_closure = False
+                w.rec.read_grads(only=ids)  # the last evaluation's gradient, as the step left it
             snap = self.snaps.pop((info.index, id(w)), None)
             if snap is not None:
                 w.rec.measure_updates(snap, accumulate=True)
 
     def end(self, k):
         self._close_loss_watch()
-        rec = self.obs.iterations[-1] if self.obs.iterations else {}
+        owners = self._loss_owners(k)
         total, per_opt = None, {}
-        for b in rec.get("backward", []):
-            v = _num(b.get("loss"))
+        for i, (_, loss) in enumerate(self._iter_losses):
+            v = _num(loss)
             if v is None:
                 continue
             total = v if total is None else total + v
-            key = b.get("optimizer")
+            key = owners[i] if i < len(owners) else None
             per_opt[key] = per_opt.get(key, 0.0) + v
+        self._iter_losses = []
         if self.opt_losses:
             self.opt_losses[-1] = per_opt
         self.completed += 1
@@ -289,6 +349,14 @@ class ProbePlugin:
                 w.rec.end_step(total)
         if k >= self.obs.last:
             self._detach()
+
+    def _loss_owners(self, k):
+        """The optimizer each backward of iteration k fed (the observer's record), in order."""
+        rec = self.obs.iterations[-1] if self.obs.iterations else {}
+        if rec.get("step") != k:
+            return []
+        owners = [b.get("optimizer") for b in rec.get("backward", [])]
+        return owners[-len(self._iter_losses) :] if self._iter_losses else []
 
     def _detach(self):
         for w in self.watched:
@@ -307,6 +375,9 @@ class ProbePlugin:
         if self._loader_patch is not None:
             base, original = self._loader_patch
             base.__next__ = original
+        if self._scaler_patch is not None:
+            cls, original = self._scaler_patch
+            cls.step = original
         watched = [w for w in self.watched if w.rec.steps_done > 0]
         notes = list(self.notes)
         section = {
@@ -332,6 +403,10 @@ class ProbePlugin:
         stats["contract_findings"] = list(self.contract_findings)
         several = self._several_losses()
         stats["loss_trend"] = not several
+        closure = any(self._closure.values())
+        stats["single_optimizer"] = len(self._stepped) <= 1 and not closure
+        if closure:  # a quasi-Newton step's size is set by its own search, not by a learning rate
+            stats["update_ratio_rules"] = False
         self._coverage_notes(notes, watched, several)
         found = [self._at_iteration(f) for f in rules.analyze(stats, notes)]
         section.update(
@@ -387,12 +462,24 @@ class ProbePlugin:
         if orphans:
             notes.append(
                 f"{len(orphans)} parameter tensor(s) the optimizers hold belong to no model the run called "
-                "(a parameter used outside any module): they were not probed."
+                "(a module replaced after the optimizer was built, or a parameter used outside any module): "
+                "they were not probed."
             )
         late = [w.root.label for w in watched if w.first_step not in (None, 0)]
         if late:
             notes.append(
                 f"{', '.join(late)} joined after the first observed step; its earlier steps are missing."
+            )
+        if self.skipped:
+            notes.append(
+                f"The GradScaler skipped {self.skipped} optimizer step(s) (inf/NaN gradients at its scale, "
+                "normal while it finds its scale): their backward passes and losses are not counted."
+            )
+        if any(self._closure.values()):
+            notes.append(
+                "The optimizer steps with a closure (LBFGS style): the gradient is the last evaluation's "
+                "inside the step, the loss the first evaluation's; update sizes were not judged against a "
+                "learning rate (its own line search sets them)."
             )
         if self.cleared:
             notes.append(

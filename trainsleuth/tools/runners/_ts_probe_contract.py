@@ -110,6 +110,7 @@ class LossWatch(TorchFunctionMode):
         self.step = step
         self.findings = []
         self.active = True
+        self.record_violations = False
         self._codes = set()
         self._ce_seen = False
         self._tainted = {}
@@ -235,6 +236,8 @@ class LossWatch(TorchFunctionMode):
                         "hint": "labels numbered from 1, or num_labels smaller than the label set",
                     },
                 )
+                if self.record_violations:  # the user's own run (observer): the exception may end it
+                    self.findings.append(record)
                 raise ContractViolation(record)
         self._check_input_kind(name, x, cdim, module, where)
 

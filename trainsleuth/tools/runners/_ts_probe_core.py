@@ -183,10 +183,13 @@ class Recorder(MeasureMixin):
         self._producers = {}
         self._measured_step = None
         self.internal_errors = []
-        self.measure_scale = (
-            False  # record each module's output RMS on this step (the observer: first and last)
-        )
+        self.measure_scale = False  # record each module's output RMS (the observer: first and last step)
         self.out_rms = {}
+        self.in_closure = False  # inside optimizer.step(closure): backward passes re-evaluate, not accumulate
+        self.discards = []  # per step: backward passes that found an earlier backward's gradient cleared
+        self._step_discards = 0
+        sample = [i for i, (_, p) in enumerate(self.params) if p.requires_grad and p.dim() >= 2]
+        self._discard_sample = set(sample[:3])
         self._inputs_seen = False
         self._order = 0
         self._reset_step_state()
@@ -289,6 +292,7 @@ class Recorder(MeasureMixin):
             s.sumsq = 0.0
             s.nonfinite = False
             s.stale = False
+        self._step_discards = 0
         self.active = True
 
     def snapshot_params(self, only=None):
@@ -408,6 +412,8 @@ class Recorder(MeasureMixin):
             if self.history and len(s.grad_norms) > self.history:
                 del s.grad_norms[0]
         self.micro_backwards.append(fires)
+        self.discards.append(self._step_discards)
+        self._step_discards = 0
         self.global_grad_norms.append(math.sqrt(total_sq))
         if snapshot is not None and self._measured_step != k:
             self._measured_step = k
@@ -633,10 +639,12 @@ class Recorder(MeasureMixin):
             try:
                 s = self.pstats[i]
                 p = self.params[i][1]
-                if not s.fired and p.grad is not None and self.steps_done > 0:
+                if not s.fired and p.grad is not None and self.steps_done > 0 and not self.in_closure:
                     with torch.no_grad():
                         if bool(p.grad.detach().ne(0).any()):
                             s.stale = True
+                if s.fires and s.sumsq > 0 and not self.in_closure and self._discarded(i, p):
+                    self._step_discards += 1
                 s.fired = True
                 s.fires += 1
                 with torch.no_grad():
@@ -655,6 +663,27 @@ class Recorder(MeasureMixin):
 
         return hook
 
+    def _discarded(self, i, p):
+        """A later backward of the same step finds the earlier backward's gradient gone: cleared between
+        micro-batches (zero_grad inside the accumulation loop). `.grad` of None is free to check; an
+        all-zero `.grad` is checked on a few parameters only."""
+        if p.grad is None:
+            return True
+        if i in self._discard_sample:
+            with torch.no_grad():
+                return not bool(p.grad.detach().ne(0).any())
+        return False
+
+    def reset_micro(self):
+        """Forget this step's backward passes (a GradScaler skipped the optimizer step: the next backward
+        starts the step again)."""
+        for s in self.pstats:
+            s.fired = False
+            s.fires = 0
+            s.sumsq = 0.0
+            s.nonfinite = False
+        self._step_discards = 0
+
     def _effective_lr(self, p):
         """The largest learning rate the parameter's group stepped with (a warmup starts at 0)."""
         gi = self.opt_group.get(id(p))
@@ -670,7 +699,7 @@ class Recorder(MeasureMixin):
         drop = len(self.losses) - keep
         if drop <= 0:
             return
-        for lst in (self.losses, self.global_grad_norms, self.micro_backwards):
+        for lst in (self.losses, self.global_grad_norms, self.micro_backwards, self.discards):
             del lst[:drop]
         for lst in (self.predicted_changes, self.step_lrs):
             del lst[: min(drop, len(lst))]

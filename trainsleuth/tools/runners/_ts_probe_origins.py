@@ -143,24 +143,75 @@ def _saved_inputs(node):
     return out
 
 
+# operations that move, select or add values without making a NaN of their own: looked past
+PASS_THROUGH = {
+    "add",
+    "sub",
+    "rsub",
+    "cat",
+    "stack",
+    "view",
+    "reshape",
+    "unsafeView",
+    "permute",
+    "transpose",
+    "t",
+    "expand",
+    "select",
+    "slice",
+    "clone",
+    "squeeze",
+    "unsqueeze",
+    "neg",
+    "maskedFill",
+    "index",
+    "split",
+    "splitWithSizes",
+    "unbind",
+    "alias",
+    "toCopy",
+    "copy",
+    "mean",
+    "sum",
+    "unsafeSplit",
+    "flatten",
+    "mul",  # by a constant (a product of tensors saves both and is decided on them)
+    "div",
+}
+
+
+def _bad(t, nan):
+    """Does `t` hold the kind of value being traced (NaN when the output has NaN, else any Inf)?"""
+    import torch
+
+    with torch.no_grad():
+        return bool(torch.isnan(t).any()) if nan else not tens.tensor_finite(t)
+
+
 def nonfinite_op(output, stop=()):
     """The autograd operation that first made a non-finite value in `output` (a tensor or a nested output).
 
-    Walks back from the output's node through nodes known to produce a non-finite value (one that a
-    later node saved as an input): the first whose own saved inputs are all finite made it. Nodes that
-    save nothing (add, cat) are passed through; `stop` holds the nodes of the inputs (not looked past).
+    Traces NaN when the output holds NaN (an -inf used as a mask is deliberate; the NaN it turns into is
+    not), else Inf. Walks back from the output's node through nodes known to produce the bad value: the
+    first whose saved inputs are all free of it made it. Nodes that save no input are looked past when
+    they only move or add values (view, cat, add, masked_fill); otherwise (softmax, exp, which keep only
+    their result) they are named. `stop` holds the nodes of the module's inputs (not looked past).
     Returns None when the value has no autograd history (computed without gradients)."""
+    import torch
+
     start = None
+    nan = False
     for t in tens.float_tensors(output):
         if getattr(t, "grad_fn", None) is not None and not tens.tensor_finite(t):
             start = t.grad_fn
+            with torch.no_grad():
+                nan = bool(torch.isnan(t).any())
             break
     if start is None:
         return None
     stop_ids = {id(n) for n in stop if n is not None}
     queue = [start]
     seen = set()
-    deepest = start
     while queue and len(seen) < MAX_GRAPH_NODES:
         node = queue.pop(0)
         if id(node) in seen or id(node) in stop_ids:
@@ -168,17 +219,18 @@ def nonfinite_op(output, stop=()):
         seen.add(id(node))
         saved = _saved_inputs(node)
         if saved:
-            bad = [t for t in saved if not tens.tensor_finite(t)]
+            bad = [t for t in saved if _bad(t, nan)]
             if not bad:
-                return op_name(node)  # its inputs were finite, its output is not
-            deepest = node
+                return op_name(node)  # its inputs were free of it, its output is not
             nxt = [t.grad_fn for t in bad if getattr(t, "grad_fn", None) is not None]
             if not nxt:
-                return op_name(node)  # a non-finite leaf input (a parameter or the batch) fed it
+                return op_name(node)  # a bad leaf input (a parameter or the batch) fed it
             queue.extend(nxt)
-        else:
+        elif op_name(node) in PASS_THROUGH:
             queue.extend(n for n, _ in getattr(node, "next_functions", ()) if n is not None)
-    return op_name(deepest)
+        else:
+            return op_name(node)
+    return op_name(start)
 
 
 def watch_loss_backward(rec, start, stop):

@@ -427,10 +427,38 @@ def mode_rules(stats):
     return out
 
 
+def discarded_micro_batches(stats):
+    """Without the replayed check (the user's own loop): a later backward of one optimizer step found the
+    gradient of an earlier backward cleared (zero_grad inside the accumulation loop)."""
+    if stats.get("accumulation") or stats.get("single_optimizer") is False:
+        return []
+    steps = [i for i, n in enumerate(stats.get("discarded_micro") or []) if n]
+    if not steps:
+        return []
+    micro = stats.get("micro_backwards") or []
+    k = max((micro[i] for i in steps if i < len(micro)), default=0)
+    return [
+        finding(
+            "grad_accumulation_mismatch",
+            "error",
+            f"Each optimizer step takes {k} backward passes, but before a later one the gradient of the earlier "
+            f"ones had been cleared (at {len(steps)} of the observed steps): only the last micro-batch's "
+            "gradient reaches optimizer.step(), e.g. zero_grad() inside the accumulation loop.",
+            step=steps[0],
+            module=None,
+            evidence={
+                "micro_batches": k,
+                "steps_with_discards": len(steps),
+                "hint": "call zero_grad() once per optimizer step, after optimizer.step(), not per micro-batch",
+            },
+        )
+    ]
+
+
 def accumulation_rules(stats):
     acc = stats.get("accumulation")
     if not acc or acc.get("skipped"):
-        return []
+        return discarded_micro_batches(stats)
     t = THRESHOLDS
     k = acc["micro_batches"]
     ratio = _num(acc.get("norm_ratio"))

@@ -82,6 +82,7 @@ def summary(self, *, mode="loss_fn", fixed_batch=True):
         "global_grad_norms": [_f(x) for x in self.global_grad_norms],
         "predicted_changes": [_f(x) if x is not None else None for x in self.predicted_changes],
         "micro_backwards": list(self.micro_backwards),
+        "discarded_micro": list(self.discards),
         "step_lrs": list(self.step_lrs),
         "peak_lrs": self.peak_lrs(),
         "forward_origin": self.forward_origin,
