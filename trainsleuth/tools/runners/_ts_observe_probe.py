@@ -84,6 +84,8 @@ class ProbePlugin:
         self._iter_losses = []  # (optimizer index or None, loss) of the open iteration's backward passes
         self._closure = {}  # optimizer index -> closure steps seen (optimizer.step(closure): LBFGS)
         self._closure_open = set()
+        self._closure_evals = 0  # backward passes inside the open closure step
+        self.multi_eval = False  # a closure evaluated several times per step (LBFGS): a quasi-Newton step
         self._stepped = set()  # optimizers that stepped during the observed steps
         self.notes = []
         self.opt_losses = []  # per observed iteration: {optimizer index: summed loss}
@@ -282,6 +284,8 @@ class ProbePlugin:
 
     def backward(self, k, loss):
         self._close_loss_watch()
+        if self._closure_open:
+            self._closure_evals += 1
         if not self._closure_open or not any(e[0] == "closure" for e in self._iter_losses):
             self._iter_losses.append(("closure" if self._closure_open else None, loss))
         t = self.obs.backward_tensor
@@ -319,6 +323,9 @@ class ProbePlugin:
     def after_step(self, info, k):
         closure = info.index in self._closure_open
         self._closure_open.discard(info.index)
+        if closure:
+            self.multi_eval = self.multi_eval or self._closure_evals > 1
+            self._closure_evals = 0
         opt = info.optimizer
         ids = {id(p) for g in opt.param_groups for p in g["params"]} if opt is not None else set()
         for w in self.watched:
@@ -403,9 +410,8 @@ class ProbePlugin:
         stats["contract_findings"] = list(self.contract_findings)
         several = self._several_losses()
         stats["loss_trend"] = not several
-        closure = any(self._closure.values())
-        stats["single_optimizer"] = len(self._stepped) <= 1 and not closure
-        if closure:  # a quasi-Newton step's size is set by its own search, not by a learning rate
+        stats["single_optimizer"] = len(self._stepped) <= 1 and not self.multi_eval
+        if self.multi_eval:  # a quasi-Newton step's size is set by its own search, not by a learning rate
             stats["update_ratio_rules"] = False
         self._coverage_notes(notes, watched, several)
         found = [self._at_iteration(f) for f in rules.analyze(stats, notes)]
@@ -475,7 +481,7 @@ class ProbePlugin:
                 f"The GradScaler skipped {self.skipped} optimizer step(s) (inf/NaN gradients at its scale, "
                 "normal while it finds its scale): their backward passes and losses are not counted."
             )
-        if any(self._closure.values()):
+        if self.multi_eval:
             notes.append(
                 "The optimizer steps with a closure (LBFGS style): the gradient is the last evaluation's "
                 "inside the step, the loss the first evaluation's; update sizes were not judged against a "
