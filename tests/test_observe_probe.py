@@ -47,7 +47,9 @@ def alarms(report: ProbeReport) -> list[tuple[str, str | None]]:
     return [(f.code, f.module) for f in report.findings if f.severity != "info"]
 
 
-def test_dead_attention_pair_is_named_as_a_pair_with_everything_a_script_would_print(forecaster: Path) -> None:
+def test_dead_attention_pair_is_named_as_a_pair_with_everything_a_script_would_print(
+    forecaster: Path,
+) -> None:
     before = sorted(p.name for p in forecaster.iterdir() if p.name != ".trainsleuth")
     report = probe(forecaster, "python train.py --config configs/base.json")
     assert report.mode == "observed" and report.fixed_batch is False
@@ -204,7 +206,9 @@ async def test_mcp_command_argument(forecaster: Path) -> None:
         assert "optimizer steps 1..2 of the real run" in r.content[0].text
         none = await client.call_tool("probe_gradients", {"steps": 2})
         assert none.is_error and "exactly one of command" in none.content[0].text
-        two = await client.call_tool("probe_gradients", {"command": "python train.py", "entrypoint": "train.py:main"})
+        two = await client.call_tool(
+            "probe_gradients", {"command": "python train.py", "entrypoint": "train.py:main"}
+        )
         assert two.is_error and "got command, entrypoint" in two.content[0].text
         bad = await client.call_tool("probe_gradients", {"command": "python 'unclosed"})
         assert bad.is_error and "cannot be split" in bad.content[0].text
