@@ -284,10 +284,10 @@ class ProbePlugin:
 
     def backward(self, k, loss):
         self._close_loss_watch()
-        if self._closure_open:
+        if self._closure_open:  # a further evaluation inside optimizer.step(closure): not the step's loss
             self._closure_evals += 1
-        if not self._closure_open or not any(e[0] == "closure" for e in self._iter_losses):
-            self._iter_losses.append(("closure" if self._closure_open else None, loss))
+        else:
+            self._iter_losses.append((None, loss))
         t = self.obs.backward_tensor
         for w in self.watched:
             if w.rec.active:
@@ -306,32 +306,28 @@ class ProbePlugin:
                     self._start(w)
         ids = {id(p) for g in opt.param_groups for p in g["params"]}
         self._stepped.add(info.index)
+        # optimizer.step(closure): the observer calls this after the closure's first evaluation (this
+        # step's gradient, weights not moved yet); later evaluations (LBFGS) re-evaluate, they do not add up
         closure = info.closure_steps != self._closure.get(info.index, 0)
         self._closure[info.index] = info.closure_steps
-        if closure:  # the gradient is computed inside the step (LBFGS): read it after the step
+        if closure:
             self._closure_open.add(info.index)
         for w in self.watched:
             w.rec.add_optimizer(opt)
             if not any(id(p) in ids for _, p in w.rec.params):
                 continue
-            if closure:
-                w.rec.in_closure = True
-            else:
-                self.cleared += w.rec.read_grads(only=ids)
+            self.cleared += w.rec.read_grads(only=ids)
+            w.rec.in_closure = closure
             self.snaps[(info.index, id(w))] = w.rec.snapshot_params(only=ids)
 
     def after_step(self, info, k):
         closure = info.index in self._closure_open
         self._closure_open.discard(info.index)
         if closure:
-            self.multi_eval = self.multi_eval or self._closure_evals > 1
+            self.multi_eval = self.multi_eval or self._closure_evals > 0
             self._closure_evals = 0
-        opt = info.optimizer
-        ids = {id(p) for g in opt.param_groups for p in g["params"]} if opt is not None else set()
         for w in self.watched:
-            if closure and w.rec.in_closure:
-                w.rec.in_closure = False
-                w.rec.read_grads(only=ids)  # the last evaluation's gradient, as the step left it
+            w.rec.in_closure = False
             snap = self.snaps.pop((info.index, id(w)), None)
             if snap is not None:
                 w.rec.measure_updates(snap, accumulate=True)
@@ -483,9 +479,9 @@ class ProbePlugin:
             )
         if self.multi_eval:
             notes.append(
-                "The optimizer steps with a closure (LBFGS style): the gradient is the last evaluation's "
-                "inside the step, the loss the first evaluation's; update sizes were not judged against a "
-                "learning rate (its own line search sets them)."
+                "The optimizer evaluates its closure several times per step (LBFGS style): the gradient and "
+                "loss are the first evaluation's; update sizes were not judged against a learning rate (its "
+                "own line search sets them)."
             )
         if self.cleared:
             notes.append(
