@@ -33,7 +33,9 @@ except ImportError:  # the runner's own folder (user's interpreter)
 
 
 def grad_not_zeroed(trainable):
-    stale = [p for p in trainable if p.get("stale_steps")]
+    # a parameter no optimizer holds is never stepped, so its stale .grad does no harm (params_not_updated
+    # names it); optimizer.zero_grad() only clears what the optimizer holds
+    stale = [p for p in trainable if p.get("stale_steps") and p.get("in_optimizer") is not False]
     if not stale:
         return []
     first = min(min(p["stale_steps"]) for p in stale)
