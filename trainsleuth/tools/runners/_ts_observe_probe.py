@@ -171,6 +171,9 @@ class ProbePlugin:
         opts = [i.optimizer for i in self.obs.optimizers if i.optimizer is not None]
         rec = core.Recorder(module, opts, detail=False, grad_only=True, exclude=self._owned)
         rec.auto_detail = False
+        rec.lazy_finite = True  # module-by-module NaN checks only when a model's output or the loss is not finite
+        rec.sample_activations = True  # dead/saturated units from the first and last observed steps
+        rec.predict_change = False  # the first-order loss change serves the fixed-batch rule only
         self._owned.update(id(p) for _, p in rec.params)
         w = Watched(root, module, wrappers, rec)
         self.watched.append(w)

@@ -186,6 +186,12 @@ class Recorder(MeasureMixin):
         self.measure_scale = False  # record each module's output RMS (the observer: first and last step)
         self.out_rms = {}
         self.measured_at = []  # the steps (counted from the first) whose updates were measured
+        # cheaper observation of a real loop (the observer): the first-order loss change (for a fixed batch
+        # only), activation statistics only on `measure_scale` steps, module finiteness checked only when
+        # the loss or a model's output is not finite (`lazy_finite`, resolved before backward)
+        self.predict_change = True
+        self.sample_activations = False
+        self.lazy_finite = False
         self.in_closure = False  # inside optimizer.step(closure): backward passes re-evaluate, not accumulate
         self.discards = []  # per step: backward passes that found an earlier backward's gradient cleared
         self._step_discards = 0
@@ -357,7 +363,9 @@ class Recorder(MeasureMixin):
         gradient non-finite (the loss code's graph only, down to the models' outputs: a few nodes)."""
         try:
             if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+                self.resolve()
                 return
+            self.resolve(force=not tens.tensor_finite(loss))
             if not tens.tensor_finite(loss):
                 if self._loss_op is None:
                     self._loss_op = origins.nonfinite_op(loss, stop=self._top_nodes)
@@ -423,6 +431,7 @@ class Recorder(MeasureMixin):
         _put(self.predicted_changes, self.steps_done - self.index_offset, None, keep=True)
         _put(self.step_lrs, self.steps_done - self.index_offset, None, keep=True)
         finite_loss = lval is None or math.isfinite(lval)
+        self.resolve(force=not finite_loss)
         forward_bad = any(e["out_finite"] is False for e in self._events)
         root_bad = any(e["out_finite"] is False for e in self._events if e["parent"] is None)
         if root_bad is False and self._events:
@@ -451,38 +460,41 @@ class Recorder(MeasureMixin):
         with torch.no_grad():
             olds = [snapshot[i] for i in idx]
             news = [self.params[i][1].detach() for i in idx]
-            diffs = []  # type: list
-            try:  # one fused pass per list where the torch build supports it
-                diffs = list(torch._foreach_sub(news, olds))
-                dns = [float(x) for x in torch._foreach_norm(diffs)]
+            try:  # fused passes where the build supports them; the snapshot becomes the difference in place
                 ons = [float(x) for x in torch._foreach_norm(olds)]
+                torch._foreach_sub_(olds, news)
+                dns = [float(x) for x in torch._foreach_norm(olds)]
             except Exception:
-                diffs = [(n - o) for n, o in zip(news, olds)]  # noqa: B905
-                dns = [float(torch.linalg.vector_norm(d.float())) for d in diffs]
                 ons = [float(torch.linalg.vector_norm(o.float())) for o in olds]
-            pairs = [
-                (self.params[i][1].grad.detach(), diffs[j])
-                for j, i in enumerate(idx)
-                if dns[j] != 0.0
-                and self.params[i][1].grad is not None
-                and self.params[i][1].grad.shape == diffs[j].shape
-            ]
+                for o, n in zip(olds, news):  # noqa: B905
+                    o.sub_(n)
+                dns = [float(torch.linalg.vector_norm(o.float())) for o in olds]
             dot = 0.0
-            if pairs:  # one synchronisation for the whole model, not one per parameter
-                dot = float(torch.stack([(g.float() * d.float()).sum() for g, d in pairs]).sum())
-            del diffs, pairs
+            if self.predict_change:  # sum over parameters of grad . dW (olds holds -dW now)
+                pairs = [
+                    (self.params[i][1].grad.detach(), olds[j])
+                    for j, i in enumerate(idx)
+                    if dns[j] != 0.0
+                    and self.params[i][1].grad is not None
+                    and self.params[i][1].grad.shape == olds[j].shape
+                ]
+                if pairs:  # one synchronisation for the whole model, not one per parameter
+                    dot = -float(torch.stack([(g.float() * d.float()).sum() for g, d in pairs]).sum())
+                del pairs
+            numels = [o.numel() for o in olds]
+            del olds, news
         at = self.steps_done - self.index_offset
         if not self.measured_at or self.measured_at[-1] != self.steps_done:
             self.measured_at.append(self.steps_done)
         if accumulate and at < len(self.predicted_changes) and self.predicted_changes[at] is not None:
             dot += self.predicted_changes[at]
-        _put(self.predicted_changes, at, dot if math.isfinite(dot) else None)
+        _put(self.predicted_changes, at, dot if math.isfinite(dot) and self.predict_change else None)
         _put(self.step_lrs, at, self._lrs)
         for j, i in enumerate(idx):
             s = self.pstats[i]
             on, dn = ons[j], dns[j]
             if s.init_rms is None:
-                s.init_rms = on / math.sqrt(max(1, olds[j].numel()))
+                s.init_rms = on / math.sqrt(max(1, numels[j]))
             if dn != 0.0:  # exactly unchanged <=> the difference is all zeros
                 s.changed_steps.append(k)
             s.param_norms.append(on)
@@ -521,13 +533,15 @@ class Recorder(MeasureMixin):
                 "name": name,
                 "parent": parent,
                 "depth": len(self._stack),
-                "in_finite": self._tree_finite((args, kwargs)),
+                "in_finite": None if self.lazy_finite else self._tree_finite((args, kwargs)),
                 "out_finite": None,
                 "done": None,
                 "in_grad_nf": None,
                 "out_grad_nf": None,
                 "out_grad_seen": False,
             }
+            if self.lazy_finite:
+                ev["_in"] = list(tens.float_tensors((args, kwargs)))
             self._events.append(ev)
             self._stack.append(idx)
             if module is self.model:
@@ -558,19 +572,12 @@ class Recorder(MeasureMixin):
                 return None
             ev = self._events[idx]
             name = ev["name"]
-            ev["out_finite"] = self._tree_finite(output)
-            if ev["out_finite"] is False and ev["in_finite"]:
-                if id(module) in self._has_params:
-                    with torch.no_grad():
-                        ev["bad_params"] = [
-                            f"{name}.{pn}" if name else pn
-                            for pn, p in module.named_parameters(recurse=False)
-                            if not tens.tensor_finite(p)
-                        ]
-                if not self._op_found:  # the operation inside it that made the value (first module only)
-                    self._op_found = True
-                    inputs = [t.grad_fn for t in tens.float_tensors((args, kwargs))]
-                    ev["op"] = origins.nonfinite_op(output, stop=inputs)
+            if self.lazy_finite:
+                ev["_out"] = list(tens.float_tensors(output))
+                ev["_module"] = module
+            else:
+                ev["out_finite"] = self._tree_finite(output)
+                self._judge_event(ev, module, list(tens.float_tensors((args, kwargs))), output)
             ev["done"] = self._clock
             self._clock += 1
             self.calls[name] = self.calls.get(name, 0) + 1
@@ -578,7 +585,9 @@ class Recorder(MeasureMixin):
                 self.first_order[name] = self._order
                 self._order += 1
             tname = type(module).__name__
-            if tname in RELU_TYPES or tname in SAT_TYPES:
+            if (tname in RELU_TYPES or tname in SAT_TYPES) and (
+                self.measure_scale or not self.sample_activations
+            ):
                 self._activation(name, tname, output)
             if self.measure_scale and id(module) in self._has_params:
                 self._output_scale(name, output)
@@ -600,6 +609,46 @@ class Recorder(MeasureMixin):
         except Exception as exc:
             self._internal(exc)
         return None
+
+    def _judge_event(self, ev, module, inputs, output):
+        """A module with finite inputs and a non-finite output: its own parameters, and the operation."""
+        if not (ev["out_finite"] is False and ev["in_finite"]):
+            return
+        name = ev["name"]
+        if id(module) in self._has_params:
+            with torch.no_grad():
+                ev["bad_params"] = [
+                    f"{name}.{pn}" if name else pn
+                    for pn, p in module.named_parameters(recurse=False)
+                    if not tens.tensor_finite(p)
+                ]
+        if not self._op_found:  # the operation inside it that made the value (first module only)
+            self._op_found = True
+            ev["op"] = origins.nonfinite_op(output, stop=[t.grad_fn for t in inputs])
+
+    def resolve(self, force=False):
+        """`lazy_finite`: judge the recorded forward passes now. Only when a model's output (or, `force`,
+        the loss) is not finite are the modules checked one by one; call before backward (the graph the
+        operation is traced in is still there) and before the optimizer step (parameters unchanged)."""
+        pending = [e for e in self._events if "_out" in e]
+        if not pending:
+            return
+        try:
+            top = [e for e in pending if e["parent"] is None]
+            bad = force or any(not self._tree_finite(e["_out"]) for e in top)
+            for e in pending:
+                if bad:
+                    e["in_finite"] = self._tree_finite(e["_in"])
+                    e["out_finite"] = self._tree_finite(e["_out"])
+                    self._judge_event(e, e["_module"], e["_in"], e["_out"])
+                else:
+                    e["in_finite"] = e["out_finite"] = True
+        except Exception as exc:
+            self._internal(exc)
+        finally:
+            for e in pending:
+                for key in ("_in", "_out", "_module"):
+                    e.pop(key, None)
 
     def _check_train_mode(self, model):
         """A training step (gradients enabled) with the whole model in eval mode: dropout and
