@@ -79,7 +79,7 @@ def probe_command(
             )
         sections.append((rep, section))
     rep, section = sections[0]
-    if not section.get("steps"):
+    if not section.get("steps") and not section.get("findings"):
         raise ProbeError(
             "not_judged",
             "; ".join(section.get("notes") or []) or "no observed step completed",
@@ -96,8 +96,8 @@ def probe_command(
     if len(observed) < steps:
         stopped = f"the run ended after {len(observed)} of the {steps} observed step(s) asked for"
         if rep.get("exception"):
-            exc = rep["exception"]
-            stopped += f": it raised {exc.get('type')}: {str(exc.get('message'))[:300]}"
+            raised = rep["exception"]
+            stopped += f": it raised {raised.get('type')}: {str(raised.get('message'))[:300]}"
     elif rep.get("exception"):
         notes.append(f"The run raised {rep['exception'].get('type')} after the observed steps.")
     if run.workspace_changes:

@@ -144,11 +144,11 @@ class ProbePlugin:
             return batch
 
         next_.__wrapped__ = original  # type: ignore[attr-defined]
-        base.__next__ = next_
+        base.__next__ = next_  # type: ignore[method-assign]
         self._loader_patch = (base, original)
 
     def _held(self):
-        ids = set()
+        ids = set()  # type: set
         for info in self.obs.optimizers:
             opt = info.optimizer
             if opt is not None:
@@ -171,7 +171,9 @@ class ProbePlugin:
         opts = [i.optimizer for i in self.obs.optimizers if i.optimizer is not None]
         rec = core.Recorder(module, opts, detail=False, grad_only=True, exclude=self._owned)
         rec.auto_detail = False
-        rec.lazy_finite = True  # module-by-module NaN checks only when a model's output or the loss is not finite
+        rec.lazy_finite = (
+            True  # module-by-module NaN checks only when a model's output or the loss is not finite
+        )
         rec.sample_activations = True  # dead/saturated units from the first and last observed steps
         rec.predict_change = False  # the first-order loss change serves the fixed-batch rule only
         self._owned.update(id(p) for _, p in rec.params)
@@ -338,7 +340,8 @@ class ProbePlugin:
     def end(self, k):
         self._close_loss_watch()
         owners = self._loss_owners(k)
-        total, per_opt = None, {}
+        total = None
+        per_opt = {}  # type: dict
         for i, (_, loss) in enumerate(self._iter_losses):
             v = _num(loss)
             if v is None:
@@ -434,13 +437,13 @@ class ProbePlugin:
         return section
 
     def _several_losses(self):
-        keys = set()
+        keys = set()  # type: set
         for per_opt in self.opt_losses:
             keys.update(k for k in per_opt if k is not None)
         return len(keys) > 1
 
     def _by_optimizer(self):
-        out = {}
+        out = {}  # type: dict
         for i, per_opt in enumerate(self.opt_losses):
             for key, v in per_opt.items():
                 out.setdefault(str(key), [None] * len(self.opt_losses))[i] = _f(v)

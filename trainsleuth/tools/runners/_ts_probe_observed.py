@@ -255,7 +255,7 @@ def _min(values):
 
 def _combine(lists, fn):
     n = max((len(lst) for lst in lists), default=0)
-    out = []
+    out = []  # type: list
     for i in range(n):
         vals = [_num(lst[i]) for lst in lists if i < len(lst) and lst[i] is not None]
         vals = [v for v in vals if v is not None]
@@ -297,7 +297,7 @@ def param_rows(stats, findings, limit=MAX_PARAM_ROWS):
         return (not dead, not orphan, -int(p.get("numel") or 0))
 
     rest.sort(key=key)
-    rows = []
+    rows = []  # type: list
     for p in [by_name[n] for n in order] + rest:
         if len(rows) >= limit:
             break

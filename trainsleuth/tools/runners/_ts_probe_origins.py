@@ -211,7 +211,7 @@ def nonfinite_op(output, stop=()):
         return None
     stop_ids = {id(n) for n in stop if n is not None}
     queue = [start]
-    seen = set()
+    seen = set()  # type: set
     while queue and len(seen) < MAX_GRAPH_NODES:
         node = queue.pop(0)
         if id(node) in seen or id(node) in stop_ids:
@@ -238,7 +238,7 @@ def watch_loss_backward(rec, start, stop):
     incoming gradient is finite and outgoing one is not is recorded as `rec._loss_backward_op`."""
     stop_ids = {id(n) for n in stop}
     queue = [start]
-    seen = set()
+    seen = set()  # type: set
 
     def make(node):
         def hook(grad_inputs, grad_outputs):

@@ -4,7 +4,6 @@ import argparse
 import json
 
 import torch
-
 from forecast.data import Windows
 from forecast.init import apply_zero_init
 from forecast.model import Forecaster
@@ -15,7 +14,9 @@ class Trainer:
         torch.manual_seed(cfg.get("seed", 0))
         self.cfg = cfg
         m = cfg["model"]
-        self.model = Forecaster(m["patch"], cfg["history"] // m["patch"], cfg["horizon"], m["dim"], m["depth"], m["heads"])
+        self.model = Forecaster(
+            m["patch"], cfg["history"] // m["patch"], cfg["horizon"], m["dim"], m["depth"], m["heads"]
+        )
         apply_zero_init(self.model, cfg.get("zero_init", []))
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg["lr"], weight_decay=0.01)
         data = Windows(cfg["samples"], cfg["history"], cfg["horizon"])
@@ -40,5 +41,6 @@ class Trainer:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True)
-    cfg = json.load(open(ap.parse_args().config))
+    with open(ap.parse_args().config) as fh:
+        cfg = json.load(fh)
     Trainer(cfg).fit()

@@ -20,7 +20,11 @@ class Scores(torch.utils.data.Dataset):
         return len(self.ids)
 
     def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones_like(self.ids[i]), "labels": self.labels[i]}
+        return {
+            "input_ids": self.ids[i],
+            "attention_mask": torch.ones_like(self.ids[i]),
+            "labels": self.labels[i],
+        }
 
 
 class RegressionTrainer(Trainer):
@@ -42,7 +46,12 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, num_labels=1
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
     )
     model = BertForSequenceClassification(config)
     training_args = TrainingArguments(

@@ -19,7 +19,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 data = torch.utils.data.TensorDataset(torch.randn(512, 16), torch.randint(0, 4, (512,)))
 loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True)
 
-for epoch in range(3):
+for _epoch in range(3):
     for i, (x, y) in enumerate(loader):
         if args.zero_grad_inside:
             opt.zero_grad()

@@ -20,9 +20,11 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 scaler = torch.amp.GradScaler("cpu", enabled=args.dtype == "fp16")
 x_all = torch.randn(1024, 8)
 y_all = x_all[:, :3].sum(1) + 0.1 * torch.randn(1024)
-loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x_all, y_all), batch_size=32, shuffle=True)
+loader = torch.utils.data.DataLoader(
+    torch.utils.data.TensorDataset(x_all, y_all), batch_size=32, shuffle=True
+)
 
-for epoch in range(3):
+for _epoch in range(3):
     for x, y in loader:
         with torch.autocast("cpu", dtype=dtype):
             pred = model(x)

@@ -23,7 +23,7 @@ model = torch.compile(net, backend=args.backend)
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 x = torch.randn(256, 8)
 y = torch.sin(x[:, :1])
-for step in range(200):
+for _step in range(200):
     i = torch.randint(0, 256, (32,))
     loss = nn.functional.mse_loss(model(x[i]), y[i])
     opt.zero_grad()

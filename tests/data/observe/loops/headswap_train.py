@@ -34,7 +34,7 @@ if args.late_optimizer:
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 x = torch.randn(512, 20)
 y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()
-for step in range(100):
+for _step in range(100):
     i = torch.randint(0, 512, (32,))
     loss = nn.functional.cross_entropy(model(x[i]), y[i])
     opt.zero_grad()

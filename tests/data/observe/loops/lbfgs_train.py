@@ -17,5 +17,5 @@ def closure():
     return loss
 
 
-for step in range(30):
+for _step in range(30):
     opt.step(closure)

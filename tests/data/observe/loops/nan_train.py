@@ -39,7 +39,7 @@ class Model(nn.Module):
 
 model = Model()
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-for step in range(50):
+for _step in range(50):
     ids = torch.randint(1, 50, (8, 12))
     lengths = torch.randint(1, 12, (8,))
     if args.mask_all_padding:
