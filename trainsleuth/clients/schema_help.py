@@ -82,7 +82,7 @@ _TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "compare_runs": {"good": "logs/good.log", "bad": "logs/bad.log"},
     "diff_checkpoints": {"b": "checkpoints/step_200.pt"},
     "dump_stacks": {"pattern": "train.py"},
-    "probe_gradients": {"entrypoint": "train.py:make_probe"},
+    "probe_gradients": {"command": "python train.py"},  # the user's own command first (probe://entrypoint)
 }
 
 

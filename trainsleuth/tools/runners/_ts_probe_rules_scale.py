@@ -306,7 +306,7 @@ def _loss_improves(losses):
 
 def update_rules(stats, steps, losses):
     """Learning rate too high / too low from ||dW||/||W|| per weight, scaled to the schedule's peak lr."""
-    if not stats.get("updates_measured"):
+    if not stats.get("updates_measured") or stats.get("update_ratio_rules") is False:
         return []
     t = THRESHOLDS
     invariant = scale_invariant_modules(stats)
