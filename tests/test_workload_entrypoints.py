@@ -30,22 +30,8 @@ def _functions(file: str, attr: str) -> list[str]:
     return [f.__name__ for f in getattr(module, attr)]
 
 
-# Probe bugs these entrypoints expose today (issue 28), kept visible: each flips to a failure once fixed.
-_SPARSE_GRAD = (
-    "the probe takes linalg_vector_norm of a sparse gradient (nn.EmbeddingBag(sparse=True)) and fails"
-)
-KNOWN_PROBE_BUGS = {
-    (
-        "healthy",
-        "gcn",
-    ): "the probe applies aten::ne to a sparse COO input (the adjacency passed to forward) and fails",
-    ("healthy", "sparse_embedding_sparseadam"): _SPARSE_GRAD,
-    ("broken_twins", "sparse_embedding_not_in_optimizer"): _SPARSE_GRAD,
-}
 CASES = [
-    pytest.param(kind, fn, marks=pytest.mark.xfail(strict=True, reason=KNOWN_PROBE_BUGS[(kind, fn)]))
-    if (kind, fn) in KNOWN_PROBE_BUGS
-    else (kind, fn)
+    (kind, fn)
     for kind, attr in (("healthy", "HEALTHY"), ("broken_twins", "BROKEN"))
     for fn in _functions(kind, attr)
 ]

@@ -232,7 +232,8 @@ class Recorder(MeasureMixin):
 
     def internal(self, exc):
         if len(self.internal_errors) < 5:
-            self.internal_errors.append(f"{type(exc).__name__}: {exc}")
+            first = (str(exc).strip().splitlines() or [""])[0]
+            self.internal_errors.append(f"{type(exc).__name__}: {first[:300]}")
 
     _internal = internal
 
@@ -375,7 +376,7 @@ class Recorder(MeasureMixin):
             ]
             dot = 0.0
             if pairs:  # one synchronisation for the whole model, not one per parameter
-                dot = float(torch.stack([(g.float() * d.float()).sum() for g, d in pairs]).sum())
+                dot = float(torch.stack([tens.grad_dot(g, d) for g, d in pairs]).sum())
             del diffs, pairs
         _put(self.predicted_changes, self.steps_done - self.index_offset, dot if math.isfinite(dot) else None)
         _put(self.step_lrs, self.steps_done - self.index_offset, self._lrs)
@@ -534,12 +535,12 @@ class Recorder(MeasureMixin):
                 p = self.params[i][1]
                 if not s.fired and p.grad is not None and self.steps_done > 0:
                     with torch.no_grad():
-                        if bool(p.grad.detach().ne(0).any()):
+                        if bool(tens.stored_values(p.grad.detach()).ne(0).any()):
                             s.stale = True
                 s.fired = True
                 s.fires += 1
-                with torch.no_grad():
-                    n = float(torch.linalg.vector_norm(grad.detach().float()))
+                with torch.no_grad():  # a sparse gradient is read through its stored values
+                    n = float(torch.linalg.vector_norm(tens.stored_values(grad.detach()).float()))
                 if not math.isfinite(n) and not tens.tensor_finite(grad):
                     s.nonfinite = True
                     owner = self.owner[i]

@@ -387,6 +387,13 @@ def main(argv=None):
         return 0
     notes = stats.get("notes", [])
     findings = rules.analyze(stats, notes)
+    internal = stats.get("internal_errors") or []
+    if internal:
+        notes.append(
+            f"The probe's own measurements failed {len(internal)} time(s) on this model (first: {internal[0]}); "
+            "what they would have measured is missing from this report, so a clean report is not a clean bill "
+            "of health. Please report it."
+        )
     payload = {
         "ok": True,
         "findings": findings,
