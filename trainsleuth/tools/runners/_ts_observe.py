@@ -438,7 +438,7 @@ class Observer:
             self._stepped.add(info.index)
             self._ever_stepped.add(info.index)
             info.steps += 1
-            if (args and callable(args[0])) or kwargs.get("closure") is not None:
+            if any(callable(a) for a in args[1:2]) or kwargs.get("closure") is not None:  # args[0] is the optimizer
                 info.closure_steps += 1
             if self._observed(self.k):
                 if self._iter_t0 is None:
