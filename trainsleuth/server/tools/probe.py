@@ -48,6 +48,10 @@ class ProbeOutput(AnalysisOutput):
     requested_steps: int | None = None
     stopped: str | None = Field(default=None, description="why fewer steps ran than asked")
     notes: list[str] = Field(default_factory=list, description="what could not be judged, and why")
+    regimes: list[dict[str, str]] = Field(
+        default_factory=list, description="the kinds of training recognised (name, because, effects)"
+    )
+    regime: str = Field(default="", description="one sentence: the regime assumed and what it changed")
 
     def render_text(self) -> str:
         from trainsleuth.tools.probe.report import ProbeReport, render_report
@@ -161,6 +165,8 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
         table=report.table,
         environment=report.environment,
         unknown_keys=report.unknown_keys,
+        regimes=report.regimes,
+        regime=report.regime,
         requested_steps=report.requested_steps,
         stopped=report.stopped,
         notes=report.notes,

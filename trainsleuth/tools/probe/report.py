@@ -47,6 +47,8 @@ class ProbeReport(BaseModel):
     requested_steps: int | None = None
     stopped: str | None = None
     notes: list[str] = Field(default_factory=list)
+    regimes: list[dict[str, str]] = Field(default_factory=list)  # name, because, effects
+    regime: str = ""  # one sentence: the regime assumed and what it changed
 
     @property
     def healthy(self) -> bool:
@@ -168,6 +170,8 @@ def run_probe(
         requested_steps=steps,
         stopped=payload.get("stopped"),
         notes=list(payload.get("notes") or []),
+        regimes=[{k: str(v) for k, v in r.items()} for r in payload.get("regimes") or []],
+        regime=str(payload.get("regime") or ""),
     )
 
 
@@ -209,6 +213,8 @@ def render_report(report: ProbeReport, *, max_rows: int = 40) -> str:
         f"Probe of {report.entrypoint}: {ran}, mode {report.mode}, "
         f"{'healthy' if report.healthy else 'problems found'} ({len(report.findings)} finding(s))."
     ]
+    if report.regime:
+        lines.append(report.regime)
     if report.stopped:
         lines.append(f"Stopped early: {report.stopped}")
     for f in report.findings:

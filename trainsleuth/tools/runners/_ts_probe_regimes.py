@@ -95,9 +95,7 @@ def detect(stats):
     kl = g.get("kl_terms") or []
     if kl:
         t = kl[0]
-        where = _say(_units(obs, t.get("variance_params", []))) if t.get("variance_params") else "the model"
-        heads = _heads(t)
-        add("kl", f"the loss holds a Gaussian KL term ({t['form']} with mu^2{heads}) on {where}")
+        add("kl", f"the loss holds a Gaussian KL term ({t['form']} with mu^2{_heads(t)})")
     targets = ema_targets(stats)
     if targets:
         parts = [f"{t['unit']} ({t['how']})" for t in targets]
