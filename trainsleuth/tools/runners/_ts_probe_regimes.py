@@ -230,10 +230,13 @@ def frozen_teachers(stats, targets=None):
     touched = set(after.get("read") or {}) | set(after.get("written") or {})
     out = []
     trains = [u for u in units.values() if set(u["params"]) & trained]
+    held = set(obs.get("param_optimizers") or {})
     for label, u in units.items():
         names = set(u["params"])
         if not names or label in target_units or names & trained or names & touched:
             continue
+        if set(u.get("trainable") or []) & held:
+            continue  # meant to train (requires grad, in an optimizer): a broken path, not a teacher
         if not (u.get("grad_calls") or u.get("no_grad_calls")):
             continue
         if not [t for t in trains if t["label"] != label]:
@@ -252,8 +255,8 @@ def linear_model(stats):
     p = mats[0]
     if mtype.get(p.get("module", "")) not in ("Linear", "Bilinear", "LazyLinear"):
         return None
-    if any(q.get("module") != p.get("module") for q in trainable):
-        return None
+    if any(q.get("module") != p.get("module") for q in stats.get("params", [])):
+        return None  # frozen layers before it (a linear probe on a backbone) make it more than one map
     shape = p.get("shape") or []
     dims = f" {shape[1]}->{shape[0]}" if len(shape) == 2 else ""
     return f"the model is one linear map (Linear{dims}, {p.get('numel')} weights)"
