@@ -40,20 +40,6 @@ META_FILE = "meta.json"
 FINDINGS_EVERY_S = 10.0
 
 
-class _LiveRecorder(core.Recorder):
-    """Recorder that ignores forward passes without gradients (evaluation inside a training loop)."""
-
-    def _pre(self, module: Any, args: Any, kwargs: Any) -> None:
-        if not torch.is_grad_enabled():
-            return None
-        return super()._pre(module, args, kwargs)
-
-    def _post(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
-        if not torch.is_grad_enabled():
-            return None
-        return super()._post(module, args, kwargs, output)
-
-
 class ProbeHandle:
     """What `attach` returns: `record_loss`, `flush`, `close` (also usable as a context manager)."""
 
@@ -85,7 +71,7 @@ class ProbeHandle:
         self._sampled_count = 0
         self._pending = False  # a finished sampled step whose record waits for a late record_loss
         self._forward_in_step = False
-        self._rec = _LiveRecorder(model, optimizer, detail=detail, history=history)
+        self._rec = core.Recorder(model, optimizer, detail=detail, history=history, grad_only=True)
         self._rec.auto_detail = True
         self._update_stride = max(1, -(-int(updates_every) // self.every))  # observed steps per measurement
         # The recorder's per-module and per-parameter hooks are attached only for observed steps (`_begin`):

@@ -34,9 +34,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# subcommands that take the user's own command after `--` (`trainsleuth probe -- python train.py ...`)
+TAKES_COMMAND = ("probe",)
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """`probe --steps 4 -- python train.py --lr 1` -> (['probe', '--steps', '4'], ['python', 'train.py', '--lr', '1'])."""
+    argv = list(argv)
+    if "--" not in argv or not argv or argv[0] not in TAKES_COMMAND:
+        return argv, None
+    i = argv.index("--")
+    return argv[:i], argv[i + 1 :]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    own, user_command = split_command(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(own)
+    if user_command is not None:
+        args.user_command = user_command
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

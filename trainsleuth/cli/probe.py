@@ -1,5 +1,6 @@
-"""`trainsleuth probe ENTRYPOINT`: run a model for a few steps and report gradient findings.
+"""`trainsleuth probe -- COMMAND`: watch the user's own training run and report gradient findings.
 
+trainsleuth probe [--steps N] [--start K] [--json] -- python train.py --config c.yaml
 trainsleuth probe train.py:make_probe [--steps N] [--python PYTHON] [--timeout S]
                   [--memory-limit MB] [--json] [--plot out.png] [--fail-on LEVEL]
 trainsleuth probe --read RUN_DIR      # a live-mode run written by trainsleuth.probe.attach
@@ -20,13 +21,22 @@ from trainsleuth.cli._options import add_fail_on
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "probe",
-        help="run a model for a few steps and report gradient findings",
-        description="Run ENTRYPOINT's model for a few real steps on one fixed batch (in the project's own "
-        "interpreter) and report gradient findings: NaN/Inf origins, dead or vanishing paths, parameters "
-        "that get no gradient or are never updated, loss-weighting problems.",
+        help="watch a training run for a few steps and report gradient findings",
+        usage="trainsleuth probe [options] -- COMMAND...\n       trainsleuth probe [options] ENTRYPOINT",
+        description="Run your own training command (after --) in a scratch copy of the project, watch optimizer "
+        "steps START..START+STEPS-1 of the real loop, stop it and report gradient findings per parameter: "
+        "NaN/Inf origins (module and operation), parameters that get no or exactly-zero gradient, are in no "
+        "optimizer or never move, dead or vanishing paths, loss and label mistakes. With ENTRYPOINT instead, "
+        "a function's model runs a few steps on one fixed batch.",
     )
     p.add_argument("entrypoint", nargs="?", help="path/to/file.py:function or package.module:function")
-    p.add_argument("--steps", type=int, default=8, help="probe steps on one fixed batch (default: 8)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=8,
+        help="optimizer steps observed (ENTRYPOINT: steps on one batch; default 8)",
+    )
+    p.add_argument("--start", type=int, default=1, help="with a command: the first optimizer step observed")
     p.add_argument(
         "--python",
         default=None,
@@ -35,9 +45,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--timeout",
         type=float,
-        default=300.0,
+        default=None,
         metavar="S",
-        help="kill the run after S seconds (default: 300)",
+        help="kill the run after S seconds (default: 600 with a command, 300 with an entrypoint)",
     )
     p.add_argument(
         "--memory-limit", type=float, default=None, metavar="MB", help="kill the run above MB resident memory"
@@ -90,6 +100,70 @@ def _error(
     return EXIT_ERROR
 
 
+def _probe_command(args: argparse.Namespace) -> int | None:
+    """`trainsleuth probe -- COMMAND`: sets args.report, or returns the exit code of a failure."""
+    from trainsleuth.cli import EXIT_USAGE
+    from trainsleuth.tools.interpreter import InterpreterError, resolve_interpreter
+    from trainsleuth.tools.probe.observed import probe_command
+    from trainsleuth.tools.probe.report import ProbeError, render_report
+
+    if not args.user_command:
+        print(
+            "trainsleuth probe: give the training command after --, e.g. -- python train.py", file=sys.stderr
+        )
+        return EXIT_USAGE
+    if not 1 <= args.steps <= 200 or args.start < 1:
+        print("trainsleuth probe: --steps must be between 1 and 200 and --start at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    cwd = Path.cwd()
+    try:
+        python = resolve_interpreter(args.python, cwd)
+    except InterpreterError as exc:
+        return _error(args, "interpreter_failed", str(exc), "pass an existing interpreter with --python")
+    workspace = _workspace(cwd)
+    if not args.json:
+        print(
+            f"Running {' '.join(args.user_command)} under the observer (steps {args.start}..{args.start + args.steps - 1})",
+            file=sys.stderr,
+        )
+    try:
+        report = probe_command(
+            args.user_command,
+            python=python,
+            workspace=workspace,
+            steps=args.steps,
+            start=args.start,
+            timeout_s=args.timeout or 600.0,
+            memory_limit_mb=args.memory_limit,
+            cwd=cwd,
+        )
+    except ProbeError as exc:
+        message = exc.message
+        if exc.detail and not args.json:
+            message += "\n" + exc.detail[-4000:]
+        return _error(args, exc.kind, message, exc.next_step, exc.detail)
+    if args.json:
+        print(json.dumps({"ok": True, **report.model_dump(mode="json"), "healthy": report.healthy}))
+    else:
+        print(render_report(report))
+    args.report = report
+    return None
+
+
+def _workspace(cwd: Path) -> Path:
+    """The project the command belongs to: the git work tree around the current folder, else the folder."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return cwd
+    top = out.stdout.strip()
+    return Path(top) if out.returncode == 0 and top else cwd
+
+
 def run(args: argparse.Namespace) -> int:
     from trainsleuth.cli import EXIT_EXPECTATION, EXIT_OK, EXIT_USAGE
     from trainsleuth.tools.probe.plot import grad_norm_png
@@ -114,6 +188,17 @@ def run(args: argparse.Namespace) -> int:
                 print("No warnings or errors.")
         layers = live.layer_grad_rms
         findings = live.findings
+    elif getattr(args, "user_command", None) is not None:
+        if args.entrypoint or args.scaffold:
+            print(
+                "trainsleuth probe: give a command after --, or ENTRYPOINT, or --scaffold, not several",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        code = _probe_command(args)
+        if code is not None:
+            return code
+        layers, findings = args.report.layer_grad_rms, args.report.findings
     else:
         scaffold = None
         if args.scaffold:
@@ -156,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
                 python=python,
                 cwd=cwd,
                 steps=args.steps,
-                timeout_s=args.timeout,
+                timeout_s=args.timeout or 300.0,
                 memory_limit_mb=args.memory_limit,
             )
         except ProbeError as exc:

@@ -23,17 +23,20 @@ ISSUE = 5
 
 
 class ProbeInput(AnalysisInput):
-    entrypoint: Entrypoint | None = Field(default=None, description="file.py:fn (probe://entrypoint)")
-    scaffold: ExistingPath | None = Field(default=None, description="Or a training script.")
+    command: str | None = Field(default=None, description="The training command you run.")
+    entrypoint: Entrypoint | None = Field(default=None, description="Or file.py:fn (probe://entrypoint)")
+    scaffold: ExistingPath | None = None
     script_args: list[str] = Field(default_factory=list)
-    steps: int = Field(default=8, ge=1, le=200, description="Steps on one fixed batch.")
+    steps: int = Field(default=8, ge=1, le=200)
+    start: int = Field(default=1, ge=1)
     python: str | None = None
-    timeout_s: float = Field(default=300.0, ge=1, le=3600)
+    timeout_s: float = Field(default=600.0, ge=1, le=3600)
     memory_limit_mb: float | None = Field(default=None, gt=0)
 
 
 class ProbeOutput(AnalysisOutput):
-    entrypoint: str
+    entrypoint: str | None = None
+    command: str | None = None
     scaffold_path: str | None = Field(default=None, description="the entrypoint file written for scaffold")
     interpreter: str
     steps: int
@@ -48,6 +51,21 @@ class ProbeOutput(AnalysisOutput):
     requested_steps: int | None = None
     stopped: str | None = Field(default=None, description="why fewer steps ran than asked")
     notes: list[str] = Field(default_factory=list, description="what could not be judged, and why")
+    fixed_batch: bool = Field(default=True, description="False: the run's own batches were observed")
+    observed_steps: list[int] = Field(default_factory=list, description="the run's optimizer steps observed")
+    lrs: list[Any] = Field(default_factory=list)
+    losses_by_optimizer: dict[str, list[float | str | None]] | None = None
+    models: list[dict[str, Any]] = Field(default_factory=list, description="the models the optimizers train")
+    optimizers: list[dict[str, Any]] = Field(default_factory=list)
+    params: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="per parameter: gradient per step, update, optimizer (the ones that matter)",
+    )
+    n_params: int | None = None
+    state: dict[str, Any] = Field(default_factory=dict, description="buffers and frozen tensors that changed")
+    nonfinite: dict[str, Any] | None = Field(
+        default=None, description="first NaN/Inf: step, module, operation"
+    )
     regimes: list[dict[str, str]] = Field(
         default_factory=list, description="the kinds of training recognised (name, because, effects)"
     )
@@ -60,10 +78,11 @@ class ProbeOutput(AnalysisOutput):
         return render_report(report)
 
     def evidence_summary(self) -> str:
+        target = self.command or self.entrypoint
         if self.healthy:
-            return f"probe {self.entrypoint}: healthy over {self.steps} step(s)"
+            return f"probe {target}: healthy over {self.steps} step(s)"
         codes = ", ".join(f"{f.code}@{f.module or '-'}" for f in self.findings if f.severity != "info")
-        return f"probe {self.entrypoint}: {codes}"[:300]
+        return f"probe {target}: {codes}"[:300]
 
 
 class ReadProbeRunInput(AnalysisInput):
@@ -106,12 +125,15 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
     from trainsleuth.tools.probe.report import ProbeError, run_probe
 
     python = call.ctx.interpreter(args.python)
-    if (args.entrypoint is None) == (args.scaffold is None):
+    given = [n for n in ("command", "entrypoint", "scaffold") if getattr(args, n) is not None]
+    if len(given) != 1:
         raise ToolFailure(
-            "give exactly one of entrypoint (file.py:function) and scaffold (a training script)",
-            "pass entrypoint=train.py:make for an entrypoint function, or scaffold=train.py for a script "
-            "(see the probe://entrypoint resource)",
+            "give exactly one of command (the training command you run), entrypoint (file.py:function) and "
+            f"scaffold (a training script); got {', '.join(given) if given else 'none'}",
+            "pass command='python train.py --config configs/base.yaml' (see the probe://entrypoint resource)",
         )
+    if args.command is not None:
+        return _probe_command(args, call, python)
     scaffold_path = None
     entry: str | None
     if args.scaffold is not None:
@@ -152,25 +174,39 @@ def probe_gradients(args: ProbeInput, call: ToolCall) -> ProbeOutput:
         raise ToolFailure(message, exc.next_step) from None
     call.progress(args.steps, args.steps, "probe finished")
     call.add_plot(lambda: grad_norm_png(report.layer_grad_rms, title=f"Gradient RMS per layer: {entry}"))
-    return ProbeOutput(
-        entrypoint=entry,
-        scaffold_path=scaffold_path,
-        interpreter=report.interpreter,
-        steps=report.steps,
-        mode=report.mode,
-        healthy=report.healthy,
-        findings=report.findings,
-        losses=report.losses,
-        global_grad_norms=report.global_grad_norms,
-        table=report.table,
-        environment=report.environment,
-        unknown_keys=report.unknown_keys,
-        regimes=report.regimes,
-        regime=report.regime,
-        requested_steps=report.requested_steps,
-        stopped=report.stopped,
-        notes=report.notes,
-    )
+    return _output(report, scaffold_path=scaffold_path)
+
+
+def _probe_command(args: ProbeInput, call: ToolCall, python: Path) -> ProbeOutput:
+    """The user's own command under the observer: the real loop, steps start..start+steps-1."""
+    from trainsleuth.tools.probe.observed import probe_command
+    from trainsleuth.tools.probe.plot import grad_norm_png
+    from trainsleuth.tools.probe.report import ProbeError
+
+    assert args.command is not None
+    call.progress(0, args.steps, f"running {args.command[:80]} under the observer")
+    try:
+        report = probe_command(
+            args.command,
+            python=python,
+            workspace=call.ctx.workspace,
+            steps=args.steps,
+            start=args.start,
+            timeout_s=args.timeout_s,
+            memory_limit_mb=args.memory_limit_mb,
+            cancel_event=call.cancel_event,
+        )
+    except ProbeError as exc:
+        message = exc.message + (f"\n{exc.detail[-4000:]}" if exc.detail else "")
+        raise ToolFailure(message, exc.next_step) from None
+    call.progress(args.steps, args.steps, "probe finished")
+    call.add_plot(lambda: grad_norm_png(report.layer_grad_rms, title="Gradient RMS per layer (observed run)"))
+    return _output(report)
+
+
+def _output(report: Any, scaffold_path: str | None = None) -> ProbeOutput:
+    data = report.model_dump(exclude={"layer_grad_rms", "duration_s"})
+    return ProbeOutput(scaffold_path=scaffold_path, healthy=report.healthy, **data)
 
 
 def read_probe_run(args: ReadProbeRunInput, call: ToolCall) -> ReadProbeRunOutput:
@@ -203,7 +239,7 @@ def register(registry: ToolRegistry) -> None:
         probe_gradients,
         input_model=ProbeInput,
         output_model=ProbeOutput,
-        description="Investigating: run your model a few steps; where gradients break. See probe://entrypoint; or scaffold=train.py",
+        description="Investigating: run your training command a few steps; where gradients break, per parameter.",
         title="Probe gradients",
         read_only=False,
         destructive=True,

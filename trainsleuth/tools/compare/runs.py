@@ -225,13 +225,20 @@ def _probe_report(path: Path) -> Run | None:
     ):
         return None
     run = Run(path=str(path), kind="probe_report", format="probe report")
+    observed = data.get("observed_steps") if isinstance(data.get("observed_steps"), list) else None
     for name, key in (("loss", "losses"), ("grad_norm", "global_grad_norms")):
         seq = data.get(key) or []
         if seq:
-            run.curves[name] = _curve(name, name, list(enumerate(seq, start=1)))
+            steps = observed if observed and len(observed) == len(seq) else range(1, len(seq) + 1)
+            run.curves[name] = _curve(name, name, list(zip(steps, seq, strict=False)))
     found = [_finding(f) for f in data.get("findings", []) if isinstance(f, dict)]
     run.events = [f for f in found if f is not None and f.severity != "info"]
-    run.notes.append("steps of a probe report are probe steps on one fixed batch (1, 2, ...)")
+    if observed:
+        run.notes.append(
+            "steps of this probe report are the run's own optimizer steps (its command was observed)"
+        )
+    else:
+        run.notes.append("steps of a probe report are probe steps on one fixed batch (1, 2, ...)")
     return run
 
 

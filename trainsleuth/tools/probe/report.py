@@ -32,7 +32,8 @@ class ProbeError(Exception):
 
 
 class ProbeReport(BaseModel):
-    entrypoint: str
+    entrypoint: str | None = None
+    command: str | None = None
     interpreter: str
     steps: int
     mode: str
@@ -47,12 +48,28 @@ class ProbeReport(BaseModel):
     requested_steps: int | None = None
     stopped: str | None = None
     notes: list[str] = Field(default_factory=list)
+    # the user's own command (mode "observed"): the run's real steps, not one fixed batch
+    fixed_batch: bool = True
+    observed_steps: list[int] = Field(default_factory=list)
+    lrs: list[Any] = Field(default_factory=list)
+    losses_by_optimizer: dict[str, list[float | str | None]] | None = None
+    models: list[dict[str, Any]] = Field(default_factory=list)
+    optimizers: list[dict[str, Any]] = Field(default_factory=list)
+    params: list[dict[str, Any]] = Field(default_factory=list)
+    n_params: int | None = None
+    state: dict[str, Any] = Field(default_factory=dict)
+    nonfinite: dict[str, Any] | None = None
     regimes: list[dict[str, str]] = Field(default_factory=list)  # name, because, effects
     regime: str = ""  # one sentence: the regime assumed and what it changed
 
     @property
     def healthy(self) -> bool:
         return all(f.severity == "info" for f in self.findings)
+
+    @property
+    def target(self) -> str:
+        """What was probed, as the user gave it."""
+        return self.command or self.entrypoint or "?"
 
 
 def to_findings(raw: list[dict[str, Any]]) -> list[Finding]:
@@ -67,7 +84,7 @@ def to_findings(raw: list[dict[str, Any]]) -> list[Finding]:
                 module=r.get("module"),
                 metric=r.get("metric"),
                 evidence=r.get("evidence") or {},
-                failure_modes=failure_modes_for(r["code"]),
+                failure_modes=list(r.get("failure_modes") or failure_modes_for(r["code"])),
             )
         )
     rank = {"error": 0, "warning": 1, "info": 2}
@@ -82,7 +99,7 @@ NEXT_STEPS = {
     "import_error": "fix the error in the user's module (traceback in the detail), then probe again",
     "entrypoint_raised": "fix the error raised by the entrypoint function (traceback in the detail)",
     "contract_error": "return a mapping as described in the probe://entrypoint resource: model, batch/batches, and optionally loss_fn, optimizer, scheduler, step_fn, eval_fn",
-    "script_entrypoint": "scaffold an entrypoint from the script: `trainsleuth probe --scaffold SCRIPT` (MCP: probe_gradients with scaffold=SCRIPT)",
+    "script_entrypoint": "give the command you run: `trainsleuth probe -- python SCRIPT ...` (MCP: probe_gradients with command='python SCRIPT ...'), or scaffold an entrypoint: `trainsleuth probe --scaffold SCRIPT`",
     "step_raised": "the user's training code raised during the probe step; fix it (traceback in the detail)",
     "timeout": "probe fewer steps, use a smaller batch, or raise the timeout",
     "out_of_memory": "use a smaller batch or model in the entrypoint, or raise the memory limit",
@@ -110,7 +127,7 @@ def run_probe(
             "script_entrypoint",
             f"{entrypoint} is a file, not an entrypoint: an entrypoint names a function "
             "(path/to/file.py:function) that returns {'model': ..., 'batch': ...}. To probe a training "
-            "script as it is, scaffold an entrypoint from it",
+            "script as it is, give the command you run (or scaffold an entrypoint from it)",
             NEXT_STEPS["script_entrypoint"].replace("SCRIPT", entrypoint),
         )
     if not entrypoint or ":" not in entrypoint:
@@ -209,10 +226,25 @@ def render_report(report: ProbeReport, *, max_rows: int = 40) -> str:
     ran = f"{report.steps} step(s)"
     if report.requested_steps and report.steps < report.requested_steps:
         ran = f"{report.steps} of {report.requested_steps} step(s)"
+    if report.command:
+        steps = report.observed_steps
+        span = f"optimizer steps {steps[0]}..{steps[-1]}" if steps else "no optimizer step"
+        head = f"Probe of `{report.command}`: {span} of the real run"
+    else:
+        head = f"Probe of {report.entrypoint}: {ran}, mode {report.mode}"
     lines = [
-        f"Probe of {report.entrypoint}: {ran}, mode {report.mode}, "
-        f"{'healthy' if report.healthy else 'problems found'} ({len(report.findings)} finding(s))."
+        f"{head}, {'healthy' if report.healthy else 'problems found'} ({len(report.findings)} finding(s))."
     ]
+    if report.models:
+        lines.append(
+            "Models: "
+            + "; ".join(
+                f"{m.get('label')} ({m.get('type')}, {m.get('trainable', 0):,} trainable of {m.get('params', 0):,}"
+                + (f", in {'/'.join(m['wrappers'])}" if m.get("wrappers") else "")
+                + ")"
+                for m in report.models
+            )
+        )
     if report.regime:
         lines.append(report.regime)
     if report.stopped:
@@ -221,15 +253,46 @@ def render_report(report: ProbeReport, *, max_rows: int = 40) -> str:
         lines.extend(finding_lines(f))
     if report.losses:
         lines.append("Losses: " + ", ".join(_fmt(x) for x in report.losses))
+    if report.losses_by_optimizer:
+        for opt, series in report.losses_by_optimizer.items():
+            lines.append(f"Losses (optimizer {opt}): " + ", ".join(_fmt(x) for x in series))
+    if report.nonfinite:
+        nf = report.nonfinite
+        lines.append(
+            f"First NaN/Inf: step {nf.get('step')}, {nf.get('phase') or '?'}"
+            + (f", module {nf['module']}" if nf.get("module") else "")
+            + (f", operation `{nf['op']}`" if nf.get("op") else "")
+        )
     for note in report.notes:
         lines.append(f"Note: {note}")
+    if report.params:
+        odd = [p for p in report.params if p.get("gradient") != "ok" or p.get("in_optimizer") is False]
+        if odd:
+            lines.append("")
+            lines.append(f"{'parameter':48} {'gradient':13} {'optimizer':9} {'update':>9}")
+            for p in odd[:20]:
+                lines.append(
+                    f"{str(p.get('name'))[:48]:48} {p.get('gradient')!s:13} "
+                    f"{'yes' if p.get('in_optimizer') else 'NO':9} {_fmt(p.get('update_ratio')):>9}"
+                )
+    if report.state.get("changed"):
+        lines.append(
+            f"Buffers / frozen tensors that changed over the observed steps ({report.state.get('n_changed')} of "
+            f"{report.state.get('tracked')}): " + ", ".join(c["name"] for c in report.state["changed"][:12])
+        )
     if report.table:
         lines.append("")
-        lines.append(f"{'module':40} {'type':16} {'grad_norm':>10} {'param_norm':>10} {'update':>9}")
+        act = any(row.get("act_rms") for row in report.table)
+        lines.append(
+            f"{'module':40} {'type':16} {'grad_norm':>10} {'param_norm':>10} {'update':>9}"
+            + (f" {'act_rms':>17}" if act else "")
+        )
         for row in report.table[:max_rows]:
+            rms = row.get("act_rms") or []
             lines.append(
                 f"{str(row.get('module'))[:40]:40} {str(row.get('type') or '')[:16]:16} "
                 f"{_fmt(row.get('grad_norm')):>10} {_fmt(row.get('param_norm')):>10} {_fmt(row.get('update_ratio')):>9}"
+                + (f" {' -> '.join(_fmt(v) for v in rms):>17}" if act else "")
             )
         if len(report.table) > max_rows:
             lines.append(f"… {len(report.table) - max_rows} more modules in the structured output")

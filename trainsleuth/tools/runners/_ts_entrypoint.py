@@ -236,8 +236,9 @@ def _check_loss_fn(fn, torch):
 
 SCRIPT_HELP = (
     "an entrypoint is a function that builds the model and a batch and returns them "
-    "({'model': ..., 'batch': ...}); to probe a training script as it is, scaffold one: "
-    "`trainsleuth probe --scaffold SCRIPT` (MCP: probe_gradients with scaffold=SCRIPT)"
+    "({'model': ..., 'batch': ...}); to probe a training script as it is, give the command you run: "
+    "`trainsleuth probe -- python SCRIPT ...` (MCP: probe_gradients with command='python SCRIPT ...'), "
+    "or scaffold an entrypoint: `trainsleuth probe --scaffold SCRIPT`"
 )
 
 

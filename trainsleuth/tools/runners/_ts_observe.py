@@ -21,9 +21,11 @@ program swallows it).
 Plugin interface (every method optional; `make(observer, options)` builds one):
     setup()                      torch is imported; patch or hook what you need
     optimizer_created(info)      an optimizer was built (OptimizerInfo)
-    root_seen(info)              an outermost module was called for the first time (RootInfo)
+    root_seen(info)              an outermost module was called for the first time (RootInfo; while
+                                 this runs, `info.args` holds that call's positional arguments)
     begin(k)                     observed iteration k opens (before its forward)
-    backward(k, loss)            a scalar backward in observed iteration k (detached loss tensor)
+    backward(k, loss)            a scalar backward in observed iteration k (detached loss tensor; while
+                                 this runs, `observer.backward_tensor` is the tensor itself, graph and all)
     before_step(info, k)         an optimizer is about to step in observed iteration k (grads are final)
     after_step(info, k)          it has stepped
     end(k)                       observed iteration k is complete
@@ -158,6 +160,7 @@ class RootInfo:
         self.calls = 0
         self.grad_calls = 0
         self.first_grad = grad_enabled
+        self.args = None  # the first call's positional arguments, during root_seen only
 
     def describe(self):
         m = self.module
@@ -196,6 +199,7 @@ class Observer:
         self._ever_stepped = set()
         self.iterations = []
         self._pending_losses = []
+        self.backward_tensor = None  # during a plugin's backward(): the loss tensor with its graph
         self._depth = 0
         self._global_hooks = []
         self._module_hooks = []
@@ -336,7 +340,11 @@ class Observer:
         unscaled = self._scalers.get(id(t))
         loss = (unscaled if unscaled is not None else t).detach()
         self._pending_losses.append(loss)
-        self._call("backward", self.k, loss)
+        self.backward_tensor = t
+        try:
+            self._call("backward", self.k, loss)
+        finally:
+            self.backward_tensor = None
 
     def _hook_modules(self, torch):
         """Global forward hooks find the outermost modules: on in iteration 1 and the observed window only."""
@@ -370,14 +378,14 @@ class Observer:
 
     def _forward_pre(self, module, args):
         if self._depth == 0 and not self._finished:
-            self._saw_root(module)
+            self._saw_root(module, args)
         self._depth += 1
 
     def _forward_post(self, module, args, output):
         if self._depth > 0:
             self._depth -= 1
 
-    def _saw_root(self, module):
+    def _saw_root(self, module, args=()):
         info = self._root_by_id.get(id(module))
         grad = self.torch.is_grad_enabled()
         if info is None or info.module is not module:
@@ -386,7 +394,11 @@ class Observer:
             info = RootInfo(len(self.roots), module, self._label(module), user_site(), grad)
             self.roots.append(info)
             self._root_by_id[id(module)] = info
-            self._call("root_seen", info)
+            info.args = args
+            try:
+                self._call("root_seen", info)
+            finally:
+                info.args = None
         info.calls += 1
         if grad:
             info.grad_calls += 1
@@ -438,7 +450,7 @@ class Observer:
             self._stepped.add(info.index)
             self._ever_stepped.add(info.index)
             info.steps += 1
-            if any(callable(a) for a in args[1:2]) or kwargs.get("closure") is not None:  # args[0] is the optimizer
+            if _closure_given(optimizer, args, kwargs):
                 info.closure_steps += 1
             if self._observed(self.k):
                 if self._iter_t0 is None:
@@ -637,6 +649,13 @@ class _TorchImportHook:
 
     def find_module(self, fullname, path=None):  # Python < 3.4 protocol; never used
         return None
+
+
+def _closure_given(optimizer, args, kwargs):
+    """optimizer.step(closure): the hook's args start with the optimizer itself, then the closure."""
+    if kwargs.get("closure") is not None:
+        return True
+    return any(callable(a) and a is not optimizer for a in args[:2])
 
 
 def _lr(group):

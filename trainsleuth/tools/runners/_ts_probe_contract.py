@@ -109,12 +109,20 @@ class LossWatch(TorchFunctionMode):
         self.rec = rec
         self.step = step
         self.findings = []
+        self.active = True
+        self.record_violations = False
         self._codes = set()
         self._ce_seen = False
         self._tainted = {}
         self._keep = []
         self.batch_size = None
+        self._taint_all(batch)
+
+    def _taint_all(self, batch):
+        """Every tensor of `batch` (a nested structure) counts as data: a target the loss may be given."""
         for _, t in tens.leaf_paths(batch):
+            if t.requires_grad:
+                continue
             self._taint(t)
             if self.batch_size is None and t.dim() >= 1:
                 self.batch_size = int(t.shape[0])
@@ -148,6 +156,8 @@ class LossWatch(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if not self.active:  # closed, but still on the mode stack until it can be popped
+            return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         try:
             if name in CLASS_LOSSES:
@@ -226,6 +236,8 @@ class LossWatch(TorchFunctionMode):
                         "hint": "labels numbered from 1, or num_labels smaller than the label set",
                     },
                 )
+                if self.record_violations:  # the user's own run (observer): the exception may end it
+                    self.findings.append(record)
                 raise ContractViolation(record)
         self._check_input_kind(name, x, cdim, module, where)
 

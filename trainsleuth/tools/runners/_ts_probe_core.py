@@ -59,6 +59,7 @@ def _put(lst, i, value, keep=False):
 class _ParamStat:
     __slots__ = (
         "changed_steps",
+        "cleared",
         "fired",
         "fires",
         "grad_norms",
@@ -79,6 +80,7 @@ class _ParamStat:
         self.update_ratios = []
         self.changed_steps = []
         self.stale_steps = []
+        self.cleared = 0
         self.none_steps = 0
         self.zero_steps = 0
         self.init_rms = None
@@ -110,10 +112,11 @@ class Recorder(MeasureMixin):
     statistics `_ts_probe_rules.analyze` reads.
     """
 
-    def __init__(self, model, optimizer=None, *, detail=True, history=None):
+    def __init__(self, model, optimizer=None, *, detail=True, history=None, grad_only=False, exclude=()):
         self.model = model
-        self.optimizer = optimizer
+        self.optimizers = []
         self.detail = detail
+        self.grad_only = grad_only  # ignore forward passes without gradients (evaluation inside training)
         self.auto_detail = False
         self.history = history  # keep at most this many steps of per-param history (live mode)
         self.names = {}  # type: dict
@@ -123,7 +126,7 @@ class Recorder(MeasureMixin):
                 self.names[id(m)] = name
                 self.types[name] = type(m).__name__
         self.params = []
-        seen = set()
+        seen = set(exclude)  # ids of parameters another recorder already watches
         for name, p in model.named_parameters():
             if id(p) in seen:
                 continue
@@ -142,11 +145,9 @@ class Recorder(MeasureMixin):
         self._has_params = {id(m) for m in model.modules() if any(True for _ in m.parameters(recurse=False))}
         self.opt_ids = {}
         self.opt_group = {}
-        if optimizer is not None:
-            for gi, g in enumerate(optimizer.param_groups):
-                for p in g["params"]:
-                    self.opt_ids[id(p)] = g.get("lr")
-                    self.opt_group[id(p)] = gi
+        for opt in optimizer if isinstance(optimizer, (list, tuple)) else [optimizer]:
+            if opt is not None:
+                self.add_optimizer(opt)
         self.index_offset = 0  # live mode: per-step lists trimmed from the front by this many entries
         self.step_lrs = []  # per measured step: the learning rate of each param group when it stepped
         self._lrs = None
@@ -173,6 +174,7 @@ class Recorder(MeasureMixin):
         self.backward_origin = None
         self.nonfinite_step = None
         self.nonfinite_index = None
+        self.loss_op = None  # the loss code's operation that made the first non-finite loss
         self.model_output_finite = {}
         self.term_grad_norms = {}
         self.shared_params = 0
@@ -181,14 +183,43 @@ class Recorder(MeasureMixin):
         self._producers = {}
         self._measured_step = None
         self.internal_errors = []
+        self.measure_scale = False  # record each module's output RMS (the observer: first and last step)
+        self.out_rms = {}
+        self.in_closure = False  # inside optimizer.step(closure): backward passes re-evaluate, not accumulate
+        self.discards = []  # per step: backward passes that found an earlier backward's gradient cleared
+        self._step_discards = 0
+        sample = [i for i, (_, p) in enumerate(self.params) if p.requires_grad and p.dim() >= 2]
+        self._discard_sample = set(sample[:3])
+        self._inputs_seen = False
         self._order = 0
         self._reset_step_state()
 
+    @property
+    def optimizer(self):
+        """The first optimizer (the entrypoint probe and live mode have one)."""
+        return self.optimizers[0] if self.optimizers else None
+
+    def add_optimizer(self, opt):
+        """Another optimizer that trains some of the parameters; its groups continue the group numbering."""
+        if any(o is opt for o in self.optimizers):
+            return
+        base = sum(len(o.param_groups) for o in self.optimizers)
+        self.optimizers.append(opt)
+        for gi, g in enumerate(opt.param_groups):
+            for p in g["params"]:
+                self.opt_ids[id(p)] = g.get("lr")
+                self.opt_group[id(p)] = base + gi
+
+    def _groups(self):
+        return [g for o in self.optimizers for g in o.param_groups]
+
     # ------------------------------------------------------------------ attach / detach
 
-    def attach(self, skip_root=False):
-        """Hook every module (the root too, unless `skip_root`: live mode keeps the root's own) and parameter."""
-        for m in self.model.modules():
+    def attach(self, skip_root=False, modules=True):
+        """Hook every module (the root too, unless `skip_root`: live mode keeps the root's own) and parameter.
+
+        `modules=False` hooks the parameters only (a compiled model: hooks added inside it are not run)."""
+        for m in self.model.modules() if modules else ():
             if skip_root and m is self.model:
                 continue
             self.handles.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
@@ -240,6 +271,10 @@ class Recorder(MeasureMixin):
     # ------------------------------------------------------------------ per step
 
     def _reset_step_state(self):
+        self._op_found = False
+        self._top_nodes = []  # autograd nodes of the models' outputs: where the loss code begins
+        self._loss_op = None
+        self._loss_backward_op = None
         self._events = []
         self._stack = []
         self._cache = {}
@@ -258,23 +293,78 @@ class Recorder(MeasureMixin):
             s.sumsq = 0.0
             s.nonfinite = False
             s.stale = False
+        self._step_discards = 0
         self.active = True
 
-    def snapshot_params(self):
-        """Detached copies of the trainable parameters (taken right before an optimizer step)."""
-        if self.optimizer is not None:
-            self._lrs = [_f(g.get("lr")) for g in self.optimizer.param_groups]
+    def snapshot_params(self, only=None):
+        """Detached copies of the trainable parameters (taken right before an optimizer step);
+        with `only` (a set of parameter ids), of those only and None for the others."""
+        if self.optimizers:
+            self._lrs = [_f(g.get("lr")) for g in self._groups()]
         with torch.no_grad():
-            return [p.detach().clone() if p.requires_grad else None for _, p in self.params]
+            return [
+                p.detach().clone() if p.requires_grad and (only is None or id(p) in only) else None
+                for _, p in self.params
+            ]
 
-    def measure_updates(self, snapshot):
+    def measure_updates(self, snapshot, accumulate=False):
         """Record this step's parameter updates against `snapshot`, while `.grad` still holds the
-        gradients the optimizer used (call right after optimizer.step, e.g. from its post-hook)."""
-        if snapshot is None or self._measured_step == self.step:
+        gradients the optimizer used (call right after optimizer.step, e.g. from its post-hook).
+        `accumulate`: a further optimizer of the same step (the step's first-order change adds up)."""
+        if snapshot is None or (self._measured_step == self.step and not accumulate):
             return
         self._measured_step = self.step
         self.updates_measured = True
-        self._measure_updates(snapshot, self.step)
+        self._measure_updates(snapshot, self.step, accumulate)
+
+    def read_grads(self, only=None):
+        """Take each parameter's gradient from `.grad` as the optimizer is about to use it (the sum of
+        every backward since the last zero_grad, after clipping and unscaling), instead of what the
+        parameter hooks saw in backward. Returns how many parameters a backward reached whose `.grad`
+        was empty or zero by then (cleared between backward and the step)."""
+        idx = [
+            i for i, (_, p) in enumerate(self.params) if p.requires_grad and (only is None or id(p) in only)
+        ]
+        cleared = 0
+        have = []
+        for i in idx:
+            s = self.pstats[i]
+            g = self.params[i][1].grad
+            if g is None:
+                if s.fired and s.sumsq > 0:
+                    cleared += 1
+                    s.cleared += 1
+                s.fired = False
+                s.sumsq = 0.0
+                s.nonfinite = False
+            else:
+                have.append((i, g))
+        norms = _norms([g for _, g in have])
+        for (i, _), n in zip(have, norms):  # noqa: B905
+            s = self.pstats[i]
+            if n == 0.0 and s.fired and s.sumsq > 0:
+                cleared += 1
+                s.cleared += 1
+            s.fired = True
+            s.fires = max(1, s.fires)
+            s.nonfinite = not math.isfinite(n)
+            s.sumsq = n * n if not s.nonfinite else 0.0
+        return cleared
+
+    def before_backward(self, loss):
+        """Called with the loss before its backward: the operation of the loss code that made a
+        non-finite loss, and hooks that name the loss code's operation whose backward turns a finite
+        gradient non-finite (the loss code's graph only, down to the models' outputs: a few nodes)."""
+        try:
+            if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+                return
+            if not tens.tensor_finite(loss):
+                if self._loss_op is None:
+                    self._loss_op = origins.nonfinite_op(loss, stop=self._top_nodes)
+                return
+            origins.watch_loss_backward(self, loss.grad_fn, self._top_nodes)
+        except Exception as exc:
+            self._internal(exc)
 
     def end_step(self, loss=None, snapshot=None, terms=None):
         """Close the step: record loss, gradients, updates and origins. Returns True if all finite."""
@@ -323,6 +413,8 @@ class Recorder(MeasureMixin):
             if self.history and len(s.grad_norms) > self.history:
                 del s.grad_norms[0]
         self.micro_backwards.append(fires)
+        self.discards.append(self._step_discards)
+        self._step_discards = 0
         self.global_grad_norms.append(math.sqrt(total_sq))
         if snapshot is not None and self._measured_step != k:
             self._measured_step = k
@@ -340,6 +432,7 @@ class Recorder(MeasureMixin):
         if self.nonfinite_step is None and (not finite_loss or any_nonfinite_grad):
             self.nonfinite_step = k
             self.nonfinite_index = self.steps_done
+            self.loss_op = self._loss_op
             if forward_bad and (not finite_loss or root_bad):
                 self.forward_origin = origins.forward_origin(self, k)
             elif any_nonfinite_grad and finite_loss:
@@ -351,7 +444,7 @@ class Recorder(MeasureMixin):
         self._producers = {}
         return ok
 
-    def _measure_updates(self, snapshot, k):
+    def _measure_updates(self, snapshot, k, accumulate=False):
         idx = [i for i in range(len(self.params)) if snapshot[i] is not None]
         if not idx:
             return
@@ -378,8 +471,11 @@ class Recorder(MeasureMixin):
             if pairs:  # one synchronisation for the whole model, not one per parameter
                 dot = float(torch.stack([tens.grad_dot(g, d) for g, d in pairs]).sum())
             del diffs, pairs
-        _put(self.predicted_changes, self.steps_done - self.index_offset, dot if math.isfinite(dot) else None)
-        _put(self.step_lrs, self.steps_done - self.index_offset, self._lrs)
+        at = self.steps_done - self.index_offset
+        if accumulate and at < len(self.predicted_changes) and self.predicted_changes[at] is not None:
+            dot += self.predicted_changes[at]
+        _put(self.predicted_changes, at, dot if math.isfinite(dot) else None)
+        _put(self.step_lrs, at, self._lrs)
         for j, i in enumerate(idx):
             s = self.pstats[i]
             on, dn = ons[j], dns[j]
@@ -410,7 +506,7 @@ class Recorder(MeasureMixin):
         return all(self._finite_cached(t) for t in tens.float_tensors(obj))
 
     def _pre(self, module, args, kwargs):
-        if not self.active or self.paused:
+        if not self.active or self.paused or (self.grad_only and not torch.is_grad_enabled()):
             return None
         try:
             name = self.names.get(id(module), "?")
@@ -434,14 +530,14 @@ class Recorder(MeasureMixin):
             self._stack.append(idx)
             if module is self.model:
                 self._root_calls += 1
-                if self._root_calls == 1 and self.steps_done == 0:
-                    if not self.inputs:
-                        self._input_stats(args, kwargs)
+                if self._root_calls == 1 and not self._inputs_seen and (args or kwargs):
+                    self._inputs_seen = True  # the first call with inputs (the observer may join mid-call)
+                    self._input_stats(args, kwargs)
                     if self.root_call is None:
                         self.root_call = (args, kwargs)
                 if torch.is_grad_enabled():
                     self._check_train_mode(module)
-            if self.steps_done == 0 and id(module) in self._has_params and name not in self.module_input_rms:
+            if id(module) in self._has_params and name not in self.module_input_rms:
                 self._module_input(name, args)
             if self.detail and torch.is_grad_enabled():
                 for t in tens.float_tensors((args, kwargs)):
@@ -452,7 +548,7 @@ class Recorder(MeasureMixin):
         return None
 
     def _post(self, module, args, kwargs, output):
-        if not self.active or self.paused:
+        if not self.active or self.paused or (self.grad_only and not torch.is_grad_enabled()):
             return None
         try:
             idx = self._stack.pop() if self._stack else None
@@ -461,13 +557,18 @@ class Recorder(MeasureMixin):
             ev = self._events[idx]
             name = ev["name"]
             ev["out_finite"] = self._tree_finite(output)
-            if ev["out_finite"] is False and ev["in_finite"] and id(module) in self._has_params:
-                with torch.no_grad():
-                    ev["bad_params"] = [
-                        f"{name}.{pn}" if name else pn
-                        for pn, p in module.named_parameters(recurse=False)
-                        if not tens.tensor_finite(p)
-                    ]
+            if ev["out_finite"] is False and ev["in_finite"]:
+                if id(module) in self._has_params:
+                    with torch.no_grad():
+                        ev["bad_params"] = [
+                            f"{name}.{pn}" if name else pn
+                            for pn, p in module.named_parameters(recurse=False)
+                            if not tens.tensor_finite(p)
+                        ]
+                if not self._op_found:  # the operation inside it that made the value (first module only)
+                    self._op_found = True
+                    inputs = [t.grad_fn for t in tens.float_tensors((args, kwargs))]
+                    ev["op"] = origins.nonfinite_op(output, stop=inputs)
             ev["done"] = self._clock
             self._clock += 1
             self.calls[name] = self.calls.get(name, 0) + 1
@@ -477,12 +578,18 @@ class Recorder(MeasureMixin):
             tname = type(module).__name__
             if tname in RELU_TYPES or tname in SAT_TYPES:
                 self._activation(name, tname, output)
-            if self.watch_producers or (self.detail and torch.is_grad_enabled()):
+            if self.measure_scale and id(module) in self._has_params:
+                self._output_scale(name, output)
+            top = ev["parent"] is None  # a model's own output: its gradient hook says whether the
+            # gradient entering the model from the loss code is already non-finite (cheap: one per call)
+            if self.watch_producers or ((self.detail or top) and torch.is_grad_enabled()):
                 for t in tens.float_tensors(output):
                     if t.requires_grad and t.grad_fn is not None:
                         if self.watch_producers:
                             self._producers.setdefault(id(t.grad_fn), (t.grad_fn, name))
-                        if self.detail and torch.is_grad_enabled():
+                        if top:
+                            self._top_nodes.append(t.grad_fn)
+                        if (self.detail or top) and torch.is_grad_enabled():
                             t.register_hook(self._grad_hook(idx, "out"))
             if module is self.model:
                 loss = tens.extract_loss(output)
@@ -533,10 +640,12 @@ class Recorder(MeasureMixin):
             try:
                 s = self.pstats[i]
                 p = self.params[i][1]
-                if not s.fired and p.grad is not None and self.steps_done > 0:
+                if not s.fired and p.grad is not None and self.steps_done > 0 and not self.in_closure:
                     with torch.no_grad():
                         if bool(tens.stored_values(p.grad.detach()).ne(0).any()):
                             s.stale = True
+                if s.fires and s.sumsq > 0 and not self.in_closure and self._discarded(i, p):
+                    self._step_discards += 1
                 s.fired = True
                 s.fires += 1
                 with torch.no_grad():  # a sparse gradient is read through its stored values
@@ -555,6 +664,27 @@ class Recorder(MeasureMixin):
 
         return hook
 
+    def _discarded(self, i, p):
+        """A later backward of the same step finds the earlier backward's gradient gone: cleared between
+        micro-batches (zero_grad inside the accumulation loop). `.grad` of None is free to check; an
+        all-zero `.grad` is checked on a few parameters only."""
+        if p.grad is None:
+            return True
+        if i in self._discard_sample:
+            with torch.no_grad():
+                return not bool(tens.stored_values(p.grad.detach()).ne(0).any())
+        return False
+
+    def reset_micro(self):
+        """Forget this step's backward passes (a GradScaler skipped the optimizer step: the next backward
+        starts the step again)."""
+        for s in self.pstats:
+            s.fired = False
+            s.fires = 0
+            s.sumsq = 0.0
+            s.nonfinite = False
+        self._step_discards = 0
+
     def _effective_lr(self, p):
         """The largest learning rate the parameter's group stepped with (a warmup starts at 0)."""
         gi = self.opt_group.get(id(p))
@@ -570,7 +700,7 @@ class Recorder(MeasureMixin):
         drop = len(self.losses) - keep
         if drop <= 0:
             return
-        for lst in (self.losses, self.global_grad_norms, self.micro_backwards):
+        for lst in (self.losses, self.global_grad_norms, self.micro_backwards, self.discards):
             del lst[:drop]
         for lst in (self.predicted_changes, self.step_lrs):
             del lst[: min(drop, len(lst))]
@@ -578,12 +708,31 @@ class Recorder(MeasureMixin):
 
     def peak_lrs(self):
         """Each param group's learning rate before any schedule (`initial_lr`, set by LR schedulers)."""
-        if self.optimizer is None:
+        if not self.optimizers:
             return None
-        return [_f(g.get("initial_lr", g.get("lr"))) for g in self.optimizer.param_groups]
+        return [_f(g.get("initial_lr", g.get("lr"))) for g in self._groups()]
 
     def summary(self, *, mode="loss_fn", fixed_batch=True):
         return summarize.summary(self, mode=mode, fixed_batch=fixed_batch)
+
+
+def _norms(grads):
+    """Float norms of a list of gradients with one synchronisation (fused where the build allows)."""
+    if not grads:
+        return []
+    try:
+        with torch.no_grad():
+            dense = [g if not g.is_sparse else g.coalesce().values() for g in grads]
+            return torch.stack(
+                [n.float().reshape(()) for n in torch._foreach_norm(dense, 2, dtype=torch.float32)]
+            ).tolist()
+    except Exception:
+        out = []
+        with torch.no_grad():
+            for g in grads:
+                g = g.coalesce().values() if g.is_sparse else g
+                out.append(float(torch.linalg.vector_norm(g.detach().float())))
+        return out
 
 
 __all__ = [

@@ -27,6 +27,8 @@ class MeasureMixin:
     paused: bool
     shared_params: int
     term_grad_norms: dict
+    out_rms: dict
+    step: int
 
     def _module_input(self, name, args):
         t = next(iter(tens.float_tensors(args)), None)
@@ -70,6 +72,19 @@ class MeasureMixin:
                     )
                     if len(self.inputs) >= 16:
                         return
+
+    def _output_scale(self, name, output):
+        """The root-mean-square of a module's (first floating-point) output, per measured step."""
+        out = next(iter(tens.float_tensors(output)), None)
+        if out is None or out.numel() == 0 or out.is_complex():
+            return
+        with torch.no_grad():
+            rms = float(out.detach().float().pow(2).mean().sqrt())
+        seen = self.out_rms.setdefault(name, [])
+        if len(seen) < 2 or seen[-1][0] != self.step:
+            seen.append((self.step, round(rms, 6) if math.isfinite(rms) else str(rms)))
+            if len(seen) > 2:
+                del seen[1]  # keep the first and the latest
 
     def _activation(self, name, tname, output):
         out = output if isinstance(output, torch.Tensor) else next(iter(tens.float_tensors(output)), None)

@@ -86,6 +86,8 @@ NON_STATIONARY = {
 def trend_rules(stats, steps, losses, update_findings, notes):
     if not (stats.get("updates_measured") or stats.get("mode") == "step_fn"):
         return []
+    if stats.get("loss_trend") is False:  # several losses, one per optimizer: no single series to judge
+        return []
     moving = [NON_STATIONARY[r["name"]] for r in stats.get("regimes") or [] if r["name"] in NON_STATIONARY]
     if moving:
         notes.append(f"The loss trend is not judged: {'; '.join(moving)}.")

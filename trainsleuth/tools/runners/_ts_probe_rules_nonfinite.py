@@ -16,13 +16,16 @@ def nonfinite_rules(stats, losses):
             ev = {"loss": _f(loss), "losses": [_f(x) for x in losses[: i + 1]]}
             if origin is None and stats.get("model_output_finite", {}).get(str(i)) is True:
                 ev["created_in"] = "loss function (the model's outputs were finite)"
+                if stats.get("loss_op"):
+                    ev["op"] = stats["loss_op"]
+            made = f", made by `{ev['op']}`" if ev.get("op") else ""
             out.append(
                 finding(
                     "nonfinite_loss",
                     "error",
                     f"The loss is {_f(loss)} at probe step {i}"
                     + (
-                        " and is created in the loss function: the model's outputs were finite."
+                        f" and is created in the loss function{made}: the model's outputs were finite."
                         if "created_in" in ev
                         else "."
                     ),
@@ -44,6 +47,8 @@ def nonfinite_rules(stats, losses):
             )
         else:
             msg = f"NaN/Inf first appears in the forward pass at {display(mod)} ({origin.get('type')}): its inputs were finite, its output is not."
+        if origin.get("op") and origin.get("kind") != "input":
+            msg += f" The operation that made it: `{origin['op']}`."
         before = origin.get("nonfinite_params_before_step")
         if before:
             msg += (
@@ -64,6 +69,7 @@ def nonfinite_rules(stats, losses):
             msg = (
                 "Forward and loss are finite but the backward pass of the loss function creates NaN/Inf "
                 "gradients"
+                + (f" (in the backward of `{borigin['op']}`)" if borigin.get("op") else "")
                 + (f"; the first module they reach is {mod} ({borigin.get('type')})." if mod else ".")
             )
         else:

@@ -57,68 +57,246 @@ def grad_not_zeroed(trainable):
     ]
 
 
-def _zero_init_until(trainable):
-    """Steps during which an exactly-zero weight (a zero-initialised head) still blocked gradients below it."""
-    zero = [p for p in trainable if p.get("ndim", 0) >= 2 and _num(p.get("init_norm")) == 0.0]
-    if not zero:
-        return 0, []
-    moved = [min(p.get("changed_steps") or [10**9]) for p in zero]
-    return max(moved) + 1, [p["name"] for p in zero]
+def _is_factor(p):
+    """A parameter that multiplies (a weight, a gain, a ReZero/LayerScale scalar), not one that is added (a bias)."""
+    return "bias" not in p["name"].rpartition(".")[2]
+
+
+def _grads(p, grad_steps):
+    norms = (p.get("grad_norms") or [])[:grad_steps]
+    return norms if grad_steps > 0 and len(norms) >= grad_steps else None
+
+
+def _all_exactly_zero(p, grad_steps):
+    norms = _grads(p, grad_steps)
+    return norms is not None and all(x is not None and _num(x) == 0.0 for x in norms)
+
+
+def zero_factors(trainable, grad_steps):
+    """Exactly-zero factors at the first observed step: (dead, blocked_until).
+
+    `dead`: zero factors whose gradient was exactly 0 at every observed step and which never moved (a
+    product of zeros: each zero factor blocks the other's gradient, for ever). `blocked_until`: the
+    step until which the other zero factors (zero-initialised heads, ReZero, LayerScale, zero residual
+    projections) still blocked the layers below them: the step after their first update.
+    """
+    zero = [p for p in trainable if _is_factor(p) and _num(p.get("init_norm")) == 0.0]
+    dead = [p for p in zero if _all_exactly_zero(p, grad_steps) and not p.get("changed_steps")]
+    dead_names = {p["name"] for p in dead}
+    moved = [min(p.get("changed_steps") or [10**9]) for p in zero if p["name"] not in dead_names]
+    return dead, (max(moved) + 1 if moved else 0)
+
+
+def _parent(module):
+    return module.rpartition(".")[0]
+
+
+def role_key(name):
+    """The path with numeric parts (block indices) replaced by '*': `blocks.3.attn` -> `blocks.*.attn`."""
+    return ".".join("*" if part.isdigit() else part for part in name.split("."))
+
+
+def _factor_name(p):
+    """`proj_qkv.weight` -> `proj_qkv` (a module's weight is the module to a reader); other names stay."""
+    rel = _relative(p)
+    return rel[: -len(".weight")] if rel.endswith(".weight") else rel
+
+
+def _relative(p):
+    parent = _parent(p.get("module") or "")
+    return p["name"][len(parent) + 1 :] if parent else p["name"]
+
+
+def _common(a, b):
+    """How many leading path parts two module paths share."""
+    n = 0
+    for x, y in zip(a.split("."), b.split(".")):  # noqa: B905
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _dead_product_findings(dead, lacking, reason, trainable, grad_steps):
+    """One finding per group of zero factors that never move, named together by their role; the other
+    parameters with exactly zero gradient (below those zeros) are named with the group nearest them."""
+    groups = {}  # type: dict
+    for p in dead:
+        groups.setdefault(role_key(_parent(p.get("module") or "")), []).append(p)
+    keys = sorted(groups)
+    parents = {k: sorted({_parent(p.get("module") or "") for p in groups[k]}) for k in keys}
+    own = {p["name"] for p in dead}
+    below = {k: [] for k in keys}  # type: dict
+    for q in trainable:
+        n = q["name"]
+        if n in own or n not in lacking or reason.get(n) != "zero":
+            continue
+        mod = q.get("module") or ""
+        best = max(keys, key=lambda k: max(_common(mod, pa) for pa in parents[k]))
+        below[best].append(q)
+    out = []
+    covered = set(own)
+    for key in keys:
+        members = groups[key]
+        factors = list(dict.fromkeys(_factor_name(m) for m in members))  # in the model's own order
+        pars = parents[key]
+        inside = [q for q in below[key] if any(q["name"].startswith(pa + ".") or not pa for pa in pars)]
+        outside = [q for q in below[key] if q not in inside]
+        covered.update(q["name"] for q in below[key])
+        weights = [
+            q
+            for q in trainable
+            if q.get("ndim", 0) >= 2 and any(q["name"].startswith(pa + ".") for pa in pars)
+        ]
+        all_weights = bool(weights) and all(q["name"] in covered for q in weights)
+        where = key or "the model"
+        blocks = f" ({len(pars)} blocks)" if len(pars) > 1 else ""
+        if len(factors) >= 2:
+            head = (
+                f"Every weight of {where}{blocks} gets exactly 0 gradient over {grad_steps} observed step(s)"
+                if all_weights
+                else f"{short_list(factors)} of {where}{blocks} get exactly 0 gradient over {grad_steps} observed step(s)"
+            )
+            msg = (
+                f"{head}; {_and(factors)} are all-zero: a product of zeros never moves (each zero factor "
+                "blocks the other's gradient)."
+            )
+            hint = "initialise at most one factor of a product at zero (e.g. the output projection only)"
+        else:
+            msg = (
+                f"{factors[0]} of {where}{blocks} starts at exactly zero and gets exactly 0 gradient over "
+                f"{grad_steps} observed step(s): it never moves (its input is zero too, or every path to it "
+                "runs through another zero)."
+            )
+            hint = "do not initialise it at zero, or check what feeds it"
+        if outside:
+            roles = sorted({role_key(q.get("module") or "") or "the model" for q in outside})
+            msg += f" {_and(roles)} get exactly 0 as well: their path to the loss runs through these zeros."
+        names = [m["name"] for m in members] + [q["name"] for q in inside + outside]
+        out.append(
+            dict(
+                failure_modes=["bad-initialisation"],
+                **finding(
+                    "no_gradient",
+                    "error",
+                    msg,
+                    step=0,
+                    module=pars[0] or None,
+                    evidence={
+                        "params": names[:MAX_LISTED],
+                        "n_params": len(names),
+                        "zero_factors": factors,
+                        "modules": pars[:MAX_LISTED],
+                        "n_modules": len(pars),
+                        "also_zero": sorted({role_key(q.get("module") or "") for q in outside})[:MAX_LISTED],
+                        "gradient": ["zero"],
+                        "steps": grad_steps,
+                        "init": "exactly zero",
+                        "hint": hint,
+                    },
+                ),
+            )
+        )
+    return out, covered
+
+
+def _and(items):
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def no_gradient(stats, trainable, grad_steps, modules, notes):
     pbm = stats.get("params_by_module", {})
-    blocked_until, zero_weights = _zero_init_until(trainable)
+    dead, blocked_until = zero_factors(trainable, grad_steps)
+    judged = blocked_until < grad_steps  # else a moving zero factor still blocked the layers below it
     lacking = set()
     reason = {}
-    excused = False
+    excused = []
     for p in trainable:
-        norms = (p.get("grad_norms") or [])[:grad_steps]
-        if grad_steps <= 0 or len(norms) < grad_steps:
+        norms = _grads(p, grad_steps)
+        if norms is None:
             continue
         if all(x is None for x in norms):
             lacking.add(p["name"])
             reason[p["name"]] = "none"
         elif all(x is None or _num(x) == 0.0 for x in norms):
-            if blocked_until >= grad_steps:
-                excused = True  # a zero-initialised weight above them had not moved yet
+            if not judged:
+                excused.append(p["name"])
                 continue
             lacking.add(p["name"])
-            reason[p["name"]] = "zero"
+            reason[p["name"]] = "cleared" if p.get("cleared_steps") else "zero"
     if excused:
+        zero = [p["name"] for p in trainable if _is_factor(p) and _num(p.get("init_norm")) == 0.0]
         notes.append(
-            f"Zero-initialised weights ({short_list(zero_weights)}) block the gradient of the layers below them "
-            "until their first update; those layers were not judged for no_gradient."
+            f"Zero-initialised weights ({short_list(zero)}) block the gradient of the layers below them "
+            f"until their first update, which came at or after the last observed step; {short_list(excused)} "
+            "were not judged for no_gradient: observe more steps."
         )
     out = []  # type: list
     if not lacking:
         return out
+    covered = set()
+    if judged and dead:
+        found, covered = _dead_product_findings(dead, lacking, reason, trainable, grad_steps)
+        out += found
+    rest = lacking - covered
+    if not rest:
+        return out
     called = {m["name"]: m.get("calls", 0) for m in modules}
     owner_type = {m["name"]: m.get("type") for m in modules}
-    for mod in highest_modules(lacking, pbm)[:MAX_LISTED]:
-        names = [n for n in pbm.get(mod, []) if n in lacking]
-        kinds = sorted({reason[n] for n in names if n in reason})
-        never_called = called.get(mod, 0) == 0 and mod != ""
+    tops = highest_modules(rest, pbm)
+    whole = {n for mod in tops for n in pbm.get(mod, []) if n in rest}
+    # parameters whose module also holds parameters that do get gradients: named under their own module
+    partial = sorted({p.get("module", "") for p in trainable if p["name"] in rest and p["name"] not in whole})
+    listed = [(mod, [n for n in pbm.get(mod, []) if n in rest], False) for mod in tops]
+    listed += [
+        (mod, [p["name"] for p in trainable if p.get("module", "") == mod and p["name"] in rest], True)
+        for mod in partial
+    ]
+    by_role = {}  # type: dict
+    for mod, names, part in listed:
+        kinds = tuple(sorted({reason[n] for n in names if n in reason}))
+        key = (role_key(mod), kinds, part, called.get(mod, 0) == 0 and mod != "")
+        by_role.setdefault(key, []).append((mod, names))
+    for (role, kinds, part, never_called), members in list(by_role.items())[:MAX_LISTED]:
+        mods = [m for m, _ in members]
+        names = [n for _, ns in members for n in ns]
+        mod = mods[0]
         if never_called:
             why = "it was never called in the forward pass (an unused branch)"
-        elif kinds == ["zero"]:
+        elif list(kinds) == ["cleared"]:
+            why = (
+                "backward computed their gradient, but .grad was empty or zero when optimizer.step() ran "
+                "(zero_grad() between backward() and step()?)"
+            )
+        elif "zero" in kinds and "none" not in kinds:
             why = "their gradients are exactly zero"
         else:
             why = "no gradient reaches them (a detached path, a no_grad block or an output that is not used)"
+        where = display(mod) if len(mods) == 1 else f"{role} ({len(mods)} blocks: {short_list(mods, 3)})"
+        if part:
+            shown = [n[len(mod) + 1 :] if mod else n for n in names] if len(mods) == 1 else names
+            what = f"Parameter(s) {short_list(shown)} of {where}"
+        else:
+            what = f"Parameters of {where} ({short_list(names)})"
+        ev = {
+            "params": names[:MAX_LISTED],
+            "n_params": len(names),
+            "gradient": list(kinds),
+            "module_called": not never_called,
+            "type": owner_type.get(mod),
+        }
+        if len(mods) > 1:
+            ev["modules"] = mods[:MAX_LISTED]
+            ev["n_modules"] = len(mods)
         out.append(
             finding(
                 "no_gradient",
                 "warning",
-                f"Parameters of {display(mod)} ({short_list(names)}) require grad but get none: {why}.",
+                f"{what} require grad but get none: {why}.",
                 step=0,
                 module=mod or None,
-                evidence={
-                    "params": names[:MAX_LISTED],
-                    "n_params": len(names),
-                    "gradient": kinds,
-                    "module_called": not never_called,
-                    "type": owner_type.get(mod),
-                },
+                evidence=ev,
             )
         )
     return out
@@ -249,10 +427,46 @@ def mode_rules(stats):
     return out
 
 
+def _steps_within_a_step(stats):
+    """A step_fn that steps optimizers several times (a critic's 5 steps, PPO's minibatch epochs) or with a
+    closure (L-BFGS re-evaluates): a backward after an optimizer step is a new step, not a micro-batch."""
+    opts = (stats.get("regime_obs") or {}).get("optimizers") or []
+    taken = sum(o.get("steps", 0) for o in opts)
+    return any(o.get("closure_steps") for o in opts) or taken > max(1, int(stats.get("steps") or 0))
+
+
+def discarded_micro_batches(stats):
+    """Without the replayed check (the user's own loop): a later backward of one optimizer step found the
+    gradient of an earlier backward cleared (zero_grad inside the accumulation loop)."""
+    if stats.get("accumulation") or stats.get("single_optimizer") is False or _steps_within_a_step(stats):
+        return []
+    steps = [i for i, n in enumerate(stats.get("discarded_micro") or []) if n]
+    if not steps:
+        return []
+    micro = stats.get("micro_backwards") or []
+    k = max((micro[i] for i in steps if i < len(micro)), default=0)
+    return [
+        finding(
+            "grad_accumulation_mismatch",
+            "error",
+            f"Each optimizer step takes {k} backward passes, but before a later one the gradient of the earlier "
+            f"ones had been cleared (at {len(steps)} of the observed steps): only the last micro-batch's "
+            "gradient reaches optimizer.step(), e.g. zero_grad() inside the accumulation loop.",
+            step=steps[0],
+            module=None,
+            evidence={
+                "micro_batches": k,
+                "steps_with_discards": len(steps),
+                "hint": "call zero_grad() once per optimizer step, after optimizer.step(), not per micro-batch",
+            },
+        )
+    ]
+
+
 def accumulation_rules(stats):
     acc = stats.get("accumulation")
     if not acc or acc.get("skipped"):
-        return []
+        return discarded_micro_batches(stats)
     t = THRESHOLDS
     k = acc["micro_batches"]
     ratio = _num(acc.get("norm_ratio"))

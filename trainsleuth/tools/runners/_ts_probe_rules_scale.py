@@ -329,7 +329,7 @@ def step_rules(stats):
 def update_rules(stats, steps, losses):
     """Learning rate too high / too low from ||dW||/||W|| per weight, scaled to the schedule's peak lr,
     judged against each optimizer's own step rule and the regime (`_ts_probe_regimes`)."""
-    if not stats.get("updates_measured"):
+    if not stats.get("updates_measured") or stats.get("update_ratio_rules") is False:
         return []
     t = THRESHOLDS
     regimes = {r["name"] for r in stats.get("regimes") or []}

@@ -38,8 +38,9 @@ def summary(self, *, mode="loss_fn", fixed_batch=True):
                 "init_rms": _f(s.init_rms) if s.init_rms is not None else None,
                 "init_norm": _f(self.init_norms[i]),
                 "group": self.opt_group.get(id(p)),
-                "in_optimizer": (id(p) in self.opt_ids) if self.optimizer is not None else None,
-                "lr": _f(self._effective_lr(p)) if self.optimizer is not None else None,
+                "in_optimizer": (id(p) in self.opt_ids) if self.optimizers else None,
+                "lr": _f(self._effective_lr(p)) if self.optimizers else None,
+                "cleared_steps": s.cleared,
             }
         )
         if p.requires_grad:
@@ -56,6 +57,8 @@ def summary(self, *, mode="loss_fn", fixed_batch=True):
         }
         if name in self.module_input_rms:
             row["input_rms"] = self.module_input_rms[name]
+        if name in self.out_rms:
+            row["out_rms"] = [v for _, v in self.out_rms[name]]
         st = self.act.get(name)
         if st is not None:
             row["act"] = st["kind"]
@@ -79,9 +82,11 @@ def summary(self, *, mode="loss_fn", fixed_batch=True):
         "global_grad_norms": [_f(x) for x in self.global_grad_norms],
         "predicted_changes": [_f(x) if x is not None else None for x in self.predicted_changes],
         "micro_backwards": list(self.micro_backwards),
+        "discarded_micro": list(self.discards),
         "step_lrs": list(self.step_lrs),
         "peak_lrs": self.peak_lrs(),
         "forward_origin": self.forward_origin,
+        "loss_op": self.loss_op,
         "backward_origin": self.backward_origin,
         "model_output_finite": self.model_output_finite,
         "term_grad_norms": {k: _f(v) for k, v in self.term_grad_norms.items()},

@@ -61,6 +61,8 @@ def module_table(stats, limit=200):
                 "update_ratio": _f(sum(r["upd"]) / len(r["upd"])) if r["upd"] else None,
             }
         )
+        if m.get("out_rms"):
+            rows[-1]["act_rms"] = m["out_rms"]  # output RMS at the first (and last) measured step
     for name, m in mods.items():
         if m.get("act") and name not in acc:
             rows.append(

@@ -1,6 +1,7 @@
 """Tensor helpers of the probe: walking nested outputs, finiteness, finding the loss. Torch only."""
 
 import dataclasses
+from collections.abc import Mapping
 
 import torch
 
@@ -105,7 +106,7 @@ def leaf_paths(obj, path=(), depth=0):
         return
     if depth > 5:
         return
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):  # a dict, or a UserDict batch (Hugging Face BatchEncoding)
         for k, v in obj.items():
             yield from leaf_paths(v, (*path, k), depth + 1)
     elif isinstance(obj, (list, tuple)):

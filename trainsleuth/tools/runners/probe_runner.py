@@ -281,6 +281,7 @@ def drive(contract, steps, core, torch):
                         )
                         if terms and k == 0 and bool(torch.isfinite(total.detach())):
                             _user_call("computing per-term gradients", rec.term_gradients, terms)
+                        rec.before_backward(total)
                         _user_call("backward", total.backward)
                         snap = None
                         if optimizer is not None:

@@ -1,0 +1,1 @@
+"""A small time-series forecaster, written for the observer's tests in the style of a config-driven project."""
