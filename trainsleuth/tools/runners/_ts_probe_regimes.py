@@ -49,13 +49,15 @@ def regime_names(stats):
 
 def unit_of(obs, name):
     """The network (unit label) a parameter belongs to; '' is the whole model."""
+    for u in obs.get("units", []):
+        if name in u["params"]:
+            return u["label"]
     best = None
     for u in obs.get("units", []):
-        label = u["label"]
-        if label == "" or name == label or name.startswith(label + "."):
-            if best is None or len(label) > len(best):
-                best = label
-    return best
+        prefix = u.get("prefix", u["label"] + "." if u["label"] else "")
+        if name.startswith(prefix) and (best is None or len(prefix) > len(best[1])):
+            best = (u["label"], prefix)
+    return best[0] if best else None
 
 
 def _units(obs, names):

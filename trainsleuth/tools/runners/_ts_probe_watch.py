@@ -26,10 +26,8 @@ from torch.overrides import TorchFunctionMode
 
 try:
     from . import _ts_probe_graph as graph
-    from . import _ts_probe_tensors as tens
 except ImportError:  # the runner's own folder (user's interpreter)
     import _ts_probe_graph as graph  # type: ignore[no-redef]
-    import _ts_probe_tensors as tens  # type: ignore[no-redef]
 
 INSPECT_BACKWARDS = 6  # loss graphs read, in the first two steps
 HYPER_KEYS = ("lr", "momentum", "nesterov", "dampening", "weight_decay", "betas", "alpha", "eps",
@@ -102,26 +100,30 @@ class _AfterStep(TorchFunctionMode):
 
 
 class RegimeWatch:
-    def __init__(self, rec, units=None, after_step=True):
-        self.rec = rec
-        self.units = list(units) if units is not None else units_of(rec.model)
+    """Observations for the regime. Parameters are tracked by identity and named at the end
+    (`observations(name_of)`), so the command form can name them as its merged statistics do.
+
+    `units`: [(label, module)]; `fires()`: {id(param): backward passes that reached it this step};
+    `internal(exc)`: where an exception of the watch goes (it never reaches the user's code)."""
+
+    def __init__(self, units, fires=None, internal=None, after_step=True):
+        self.handles = []
+        self._attached = False
+        self.units = []
+        self._unit_ids = set()
+        self.params = {}  # id(param) -> param, every parameter of every unit, frozen ones included
+        self.unit_calls = {}
+        for label, module in units:
+            self.add_unit(label, module)
+        self.fires = fires or (lambda: {})
+        self.internal = internal or (lambda exc: None)
         self.after_step_enabled = after_step
-        self.all_params = []  # (name, tensor) of every parameter, frozen ones included
-        seen = set()
-        for name, p in rec.model.named_parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                self.all_params.append((name, p))
-        self.names = {id(p): n for n, p in self.all_params}
-        self.index = {n: i for i, (n, _) in enumerate(rec.params)}
         self.optimizers = {}  # id(opt) -> record
         self._opt_order = []
-        self._last_fires = [0] * len(rec.params)
-        self.unit_calls = {label: {"grad": 0, "no_grad": 0, "train_active": None} for label, _ in self.units}
-        self._unit_of_module = {id(m): label for label, m in self.units}
-        self.frozen = [(n, p) for n, p in self.all_params if not p.requires_grad]
-        self.frozen_changed = {}  # name -> [steps]
+        self._last_fires = {}
+        self.frozen_changed = {}  # id(param) -> [steps]
         self._prints = None
+        self._frozen_ids = None
         self.graphs = []
         self.sampled = 0
         self.sparse_grads = set()
@@ -130,8 +132,34 @@ class RegimeWatch:
         self._window_writes = set()
         self._ptrs = {}
         self.step = -1
-        self.handles = []
         self._patched = []
+
+    @classmethod
+    def for_recorder(cls, rec, after_step=True):
+        """The entrypoint probe's watch: the model's parts are the units, the recorder counts backwards."""
+
+        def fires():
+            return {id(p): s.fires for (_, p), s in zip(rec.params, rec.pstats)}  # noqa: B905
+
+        watch = cls(units_of(rec.model), fires=fires, internal=rec.internal, after_step=after_step)
+        names = {}
+        for name, p in rec.model.named_parameters():
+            names.setdefault(id(p), name)
+        watch.default_names = names
+        return watch
+
+    def add_unit(self, label, module):
+        """A network to watch (the command form adds the observer's roots as they appear)."""
+        if id(module) in self._unit_ids:
+            return
+        self._unit_ids.add(id(module))
+        self.units.append((label, module))
+        self.unit_calls[label] = {"grad": 0, "no_grad": 0, "train_active": None}
+        for p in module.parameters():
+            self.params.setdefault(id(p), p)
+        self._frozen_ids = None
+        if self._attached:
+            self.handles.append(module.register_forward_pre_hook(self._unit_pre(label), prepend=True))
 
     # ------------------------------------------------------------------ attach / detach
 
@@ -144,6 +172,7 @@ class RegimeWatch:
             self.handles.append(module.register_forward_pre_hook(self._unit_pre(label), prepend=True))
         self._patch(torch.autograd, "backward", self._backward_wrapper)
         self._patch(torch, "multinomial", self._sampling_wrapper)
+        self._attached = True
         return self
 
     def detach(self):
@@ -154,6 +183,7 @@ class RegimeWatch:
         for owner, attr, original in reversed(self._patched):
             setattr(owner, attr, original)
         self._patched = []
+        self._attached = False
 
     def _patch(self, owner, attr, make):
         original = getattr(owner, attr)
@@ -187,14 +217,16 @@ class RegimeWatch:
 
     def inspect_loss(self, loss):
         """Read the graph of a scalar loss before its backward (the graph is still there)."""
+        if len(self.graphs) >= INSPECT_BACKWARDS or getattr(loss, "grad_fn", None) is None:
+            return
         try:
-            self.graphs.append(graph.inspect(loss, self.names))
+            self.graphs.append(graph.inspect(loss, {k: k for k in self.params}))
         except Exception as exc:
-            self.rec.internal(exc)
+            self.internal(exc)
 
     def begin_step(self, k):
         self.step = k
-        self._last_fires = [0] * len(self.rec.params)
+        self._last_fires = {}
         if self._prints is None:
             self._prints = self._fingerprints()
 
@@ -203,9 +235,10 @@ class RegimeWatch:
         self._note_sparse()
         prints = self._fingerprints()
         if self._prints is not None and prints is not None:
-            for (name, _), old, new in zip(self.frozen, self._prints, prints):  # noqa: B905
-                if old != new:
-                    self.frozen_changed.setdefault(name, []).append(k)
+            for pid, new in prints.items():
+                old = self._prints.get(pid)
+                if old is not None and old != new:
+                    self.frozen_changed.setdefault(pid, []).append(k)
         self._prints = prints
 
     def forward_started(self):
@@ -223,33 +256,31 @@ class RegimeWatch:
                     if rec["train_active"] is None:
                         rec["train_active"] = _active_mode_layers(module, label)
             except Exception as exc:
-                self.rec.internal(exc)
+                self.internal(exc)
             return None
 
         return hook
 
     def _step_pre(self, optimizer, args, kwargs):
+        self.close_window()
         try:
             rec = self.optimizers.get(id(optimizer))
             if rec is None or rec["ref"] is not optimizer:
                 rec = self._new_optimizer(optimizer)
             rec["steps"] += 1
-            if any(callable(a) for a in args[1:2]) or kwargs.get("closure") is not None:  # args[0] is the optimizer
+            if any(callable(a) for a in args[1:2]) or kwargs.get("closure") is not None:  # args[0]: the optimizer
                 rec["closure_steps"] += 1
             fired = []
-            for i, s in enumerate(self.rec.pstats):
-                if s.fires > self._last_fires[i]:
-                    fired.append(i)
-                self._last_fires[i] = s.fires
-            own = [i for i in fired if i in rec["members"]]
-            if own:
+            for pid, n in self.fires().items():
+                if n > self._last_fires.get(pid, 0):
+                    fired.append(pid)
+                self._last_fires[pid] = n
+            if any(pid in rec["members"] for pid in fired):
                 rec["own_backward_steps"] += 1
-            for i in fired:
-                if i not in rec["members"]:
-                    rec["reached_other"].add(self.rec.params[i][0])
+            rec["reached_other"].update(pid for pid in fired if pid not in rec["members"])
             self._note_sparse()
         except Exception as exc:
-            self.rec.internal(exc)
+            self.internal(exc)
         return None
 
     def _step_post(self, optimizer, args, kwargs):
@@ -257,12 +288,7 @@ class RegimeWatch:
             self.open_window()
 
     def _new_optimizer(self, optimizer):
-        members = set()
-        for g in optimizer.param_groups:
-            for p in g["params"]:
-                name = self.names.get(id(p))
-                if name is not None and name in self.index:
-                    members.add(self.index[name])
+        members = {id(p) for g in optimizer.param_groups for p in g["params"] if id(p) in self.params}
         hyper = {}
         group = optimizer.param_groups[0] if optimizer.param_groups else {}
         for key in HYPER_KEYS:
@@ -275,7 +301,6 @@ class RegimeWatch:
                 hyper[key] = float(value)
         rec = {
             "ref": optimizer,
-            "index": len(self._opt_order),
             "type": type(optimizer).__name__,
             "hyper": hyper,
             "members": members,
@@ -289,23 +314,40 @@ class RegimeWatch:
         return rec
 
     def _note_sparse(self):
-        for name, p in self.rec.params:
+        for pid, p in self.params.items():
             g = p.grad
             if g is not None and g.layout != torch.strided:
-                self.sparse_grads.add(name)
+                self.sparse_grads.add(pid)
 
     def _fingerprints(self):
-        if not self.frozen:
+        if self._frozen_ids is None:
+            self._frozen_ids = [pid for pid, p in self.params.items() if not p.requires_grad]
+        if not self._frozen_ids:
             return None
         try:
             with torch.no_grad():
-                ps = [p.detach() for _, p in self.frozen]
-                norms = torch.stack([n.float() for n in torch._foreach_norm(ps)]).tolist()
+                ps = [self.params[pid].detach() for pid in self._frozen_ids]
+                norms = torch.stack([n.float().reshape(()) for n in torch._foreach_norm(ps)]).tolist()
                 sums = torch.stack([p.sum().float() for p in ps]).tolist()
-            return list(zip(norms, sums))  # noqa: B905
+            return dict(zip(self._frozen_ids, zip(norms, sums)))  # noqa: B905
         except Exception as exc:
-            self.rec.internal(exc)
+            self.internal(exc)
             return None
+
+    def discover_optimizers(self):
+        """Optimizers that hold the watched parameters but never stepped (a discriminator whose step is
+        missing): found among live objects once, at the end, when no step hook could see them."""
+        import gc
+
+        base = torch.optim.Optimizer
+        try:
+            for obj in gc.get_objects():
+                # type(), not isinstance(): no __class__ lookup on lazy proxies (which warn)
+                if issubclass(type(obj), base) and id(obj) not in self.optimizers:
+                    if any(id(p) in self.params for g in obj.param_groups for p in g["params"]):
+                        self._new_optimizer(obj)
+        except Exception as exc:
+            self.internal(exc)
 
     # ------------------------------------------------------------------ the window after a step
 
@@ -314,17 +356,17 @@ class RegimeWatch:
             return
         try:
             self._ptrs = {}
-            for name, p in self.all_params:
+            for pid, p in self.params.items():
                 ptr = _ptr(p)
                 if ptr is not None:
-                    self._ptrs[ptr] = name
+                    self._ptrs[ptr] = pid
             self._window = _AfterStep(self)
             self._window.__enter__()
             self._window_writes = set()
             self.after["windows"] += 1
         except Exception as exc:
             self._window = None
-            self.rec.internal(exc)
+            self.internal(exc)
 
     def close_window(self):
         mode = self._window
@@ -336,114 +378,105 @@ class RegimeWatch:
                 mode.__exit__(None, None, None)
             else:  # another mode was entered above ours and left open: leave the stack alone
                 mode.watch = _Inert()
-                self.rec.internal(RuntimeError("the after-step window could not be closed in order"))
+                self.internal(RuntimeError("the after-step window could not be closed in order"))
         except Exception as exc:
-            self.rec.internal(exc)
+            self.internal(exc)
 
     def _op(self, func, args, kwargs):
         name = getattr(func, "__name__", "")
-        if name not in UPDATE_OPS or self.rec.paused:
+        if name not in UPDATE_OPS:
             return
-        inplace = name.endswith("_") and not name.endswith("__") or name.startswith("__i")
+        inplace = (name.endswith("_") and not name.endswith("__")) or name.startswith("__i")
         first = list(_tensors(args[0])) if args else []
         rest = [t for a in list(args[1:]) + list(kwargs.values()) for t in _tensors(a)]
-        first_names = [self._ptrs.get(_ptr(t)) for t in first]
+        first_ids = [self._ptrs.get(_ptr(t)) for t in first]
         rest_ptrs = {_ptr(t) for t in rest}
-        rest_names = {self._ptrs.get(p) for p in rest_ptrs} - {None}
+        rest_ids = {self._ptrs.get(p) for p in rest_ptrs} - {None}
+        after = self.after
         if inplace:
-            for t, n in zip(first, first_names):  # noqa: B905
-                if n is None:
+            for t, pid in zip(first, first_ids):  # noqa: B905
+                if pid is None:
                     continue
-                self.after["written"][n] = self.after["written"].get(n, 0) + (n not in self._window_writes)
-                self._window_writes.add(n)
+                if pid not in self._window_writes:
+                    after["written"][pid] = after["written"].get(pid, 0) + 1
+                    self._window_writes.add(pid)
                 if _ptr(t) in rest_ptrs and name.startswith("copy"):
-                    self.after["self_copy"].add(n)
-                srcs = self.after["sources"].setdefault(n, set())
-                srcs |= rest_names - {n}
+                    after["self_copy"].add(pid)
+                after["sources"].setdefault(pid, set()).update(rest_ids - {pid})
         else:
-            for n in first_names + sorted(rest_names):
-                if n is not None:
-                    self.after["read"][n] = self.after["read"].get(n, 0) + 1
+            for pid in [*first_ids, *sorted(rest_ids)]:
+                if pid is not None:
+                    after["read"][pid] = after["read"].get(pid, 0) + 1
 
     # ------------------------------------------------------------------ the record
 
-    def discover_optimizers(self):
-        """Optimizers that hold the model's parameters but never stepped (a discriminator whose step is
-        missing): found among live objects once, at the end, when no step hook could see them."""
-        import gc
-
-        base = torch.optim.Optimizer
-        try:
-            for obj in gc.get_objects():
-                # type(), not isinstance(): no __class__ lookup on lazy proxies (which warn)
-                if issubclass(type(obj), base) and id(obj) not in self.optimizers:
-                    rec = self._new_optimizer(obj)
-                    if not rec["members"]:
-                        del self.optimizers[id(obj)]
-                        self._opt_order.remove(rec)
-                        for i, r in enumerate(self._opt_order):
-                            r["index"] = i
-        except Exception as exc:
-            self.rec.internal(exc)
-
-    def observations(self):
+    def observations(self, name_of=None, prefixes=None):
+        """Plain data for `_ts_probe_regimes`: `name_of` maps id(param) -> its name in the statistics
+        record, `prefixes` each unit label -> the prefix of its parameters' names there."""
         self.discover_optimizers()
-        params = self.rec.params
-        optimizers = []
-        param_opt = {}
-        for rec in self._opt_order:
-            names = [params[i][0] for i in sorted(rec["members"])]
-            for n in names:
-                param_opt.setdefault(n, []).append(rec["index"])
+        default = getattr(self, "default_names", {})
+        name_of = name_of or default
+        prefixes = prefixes or {}
+
+        def nm(pid):
+            return name_of.get(pid) or default.get(pid) or f"?{pid}"
+
+        def names(ids):
+            return sorted({nm(pid) for pid in ids})
+
+        optimizers, param_opt = [], {}
+        for i, rec in enumerate(self._opt_order):
+            member_names = [nm(pid) for pid in rec["members"]]
+            for n in member_names:
+                param_opt.setdefault(n, []).append(i)
             optimizers.append(
                 {
-                    "index": rec["index"],
+                    "index": i,
                     "type": rec["type"],
                     "hyper": rec["hyper"],
-                    "n_params": len(names),
-                    "params": names[:200],
+                    "n_params": len(member_names),
+                    "params": sorted(member_names)[:500],
                     "steps": rec["steps"],
                     "closure_steps": rec["closure_steps"],
                     "own_backward_steps": rec["own_backward_steps"],
-                    "reached_other": sorted(rec["reached_other"])[:200],
+                    "reached_other": names(rec["reached_other"])[:500],
                 }
             )
         units = []
         for label, module in self.units:
-            prefix = label + "." if label else ""
-            names = [n for n, _ in self.all_params if n.startswith(prefix)]
+            ps = list(module.parameters())
             calls = self.unit_calls[label]
             units.append(
                 {
                     "label": label,
+                    "prefix": prefixes.get(label, label + "." if label else ""),
                     "type": type(module).__name__,
-                    "params": names[:500],
-                    "n_params": len(names),
-                    "shapes": [list(p.shape) for n, p in self.all_params if n.startswith(prefix)][:500],
-                    "trainable": [n for n, p in self.all_params if n.startswith(prefix) and p.requires_grad][:500],
+                    "params": [nm(id(p)) for p in ps][:500],
+                    "n_params": len(ps),
+                    "shapes": [list(p.shape) for p in ps][:500],
+                    "trainable": [nm(id(p)) for p in ps if p.requires_grad][:500],
                     "grad_calls": calls["grad"],
                     "no_grad_calls": calls["no_grad"],
                     "train_active_without_grad": calls["train_active"] or [],
                 }
             )
-        merged = _merge_graphs(self.graphs)
         after = self.after
         return {
             "optimizers": optimizers,
             "param_optimizers": param_opt,
             "units": units,
-            "frozen_changed": {n: s for n, s in self.frozen_changed.items()},
-            "frozen": [n for n, _ in self.frozen][:1000],
+            "frozen_changed": {nm(pid): s for pid, s in self.frozen_changed.items()},
+            "frozen": names(self._frozen_ids or [])[:1000],
             "after_step": {
                 "windows": after["windows"],
-                "written": dict(after["written"]),
-                "sources": {n: sorted(s) for n, s in after["sources"].items()},
-                "read": dict(after["read"]),
-                "self_copy": sorted(after["self_copy"]),
+                "written": {nm(pid): n for pid, n in after["written"].items()},
+                "sources": {nm(pid): names(s) for pid, s in after["sources"].items()},
+                "read": {nm(pid): n for pid, n in after["read"].items()},
+                "self_copy": names(after["self_copy"]),
             },
-            "graph": merged,
+            "graph": _merge_graphs(self.graphs, nm),
             "sampled": self.sampled,
-            "sparse_grads": sorted(self.sparse_grads),
+            "sparse_grads": names(self.sparse_grads),
         }
 
 
@@ -454,7 +487,8 @@ class _Inert:
         return None
 
 
-def _merge_graphs(graphs):
+def _merge_graphs(graphs, nm):
+    """One record from the graphs read (their parameters are ids until named here)."""
     out = {"inspected": len(graphs), "pg_terms": 0, "pg_constant": 0, "pg_with_grad": 0,
            "pg_weight_min": None, "pg_weight_max": None, "pg_weight_only_params": [],
            "pg_logprob_params": [], "kl_terms": [], "truncated": False}  # fmt: skip
@@ -471,13 +505,18 @@ def _merge_graphs(graphs):
         only |= set(g.get("pg_weight_only_params", []))
         logp |= set(g.get("pg_logprob_params", []))
         for term in g.get("kl_terms", []):
+            term = dict(
+                term,
+                variance_params=sorted(nm(p) for p in term["variance_params"]),
+                mean_params=sorted(nm(p) for p in term["mean_params"]),
+            )
             key = (term["form"], term["sign"], tuple(term["variance_params"]), tuple(term["mean_params"]))
             if key not in seen_kl:
                 seen_kl.add(key)
                 out["kl_terms"].append(term)
-    out["pg_weight_only_params"] = sorted(only - logp)
-    out["pg_logprob_params"] = sorted(logp)[:50]
+    out["pg_weight_only_params"] = sorted(nm(p) for p in only - logp)
+    out["pg_logprob_params"] = sorted(nm(p) for p in logp)[:50]
     return out
 
 
-__all__ = ["RegimeWatch", "tens", "units_of"]
+__all__ = ["RegimeWatch", "units_of"]

@@ -235,7 +235,7 @@ def drive(contract, steps, core, torch):
         )
     rec = core.Recorder(model, optimizer).attach()
     # what tells the regime: optimizers, networks, the code after each step (step_fn only), the loss graph
-    regime = _ts_probe_watch.RegimeWatch(rec, after_step=step_fn is not None).attach()
+    regime = _ts_probe_watch.RegimeWatch.for_recorder(rec, after_step=step_fn is not None).attach()
     pre_existing = [n for n, p in model.named_parameters() if p.grad is not None]
     hooks = []
     state = {"snap": None}
