@@ -16,6 +16,9 @@ except ImportError:  # the runner's own folder (user's interpreter)
 def _by_module(names, obs):
     """Highest modules holding exactly these parameters (every parameter counted, frozen ones too)."""
     names = set(names)
+    for u in obs.get("units", []):  # a whole network: its name (the variable the run holds it in)
+        if u["label"] and set(u["params"]) == names:
+            return [u["label"]]
     pbm = {}
     for u in obs.get("units", []):
         for n in u["params"]:

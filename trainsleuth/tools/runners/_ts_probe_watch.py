@@ -267,6 +267,8 @@ class RegimeWatch:
             rec = self.optimizers.get(id(optimizer))
             if rec is None or rec["ref"] is not optimizer:
                 rec = self._new_optimizer(optimizer)
+            if len(rec["members"]) < rec["n_held"]:  # units added since (the command form's roots)
+                rec["members"] = self._members(optimizer)
             rec["steps"] += 1
             if any(callable(a) for a in args[1:2]) or kwargs.get("closure") is not None:  # args[0]: the optimizer
                 rec["closure_steps"] += 1
@@ -287,8 +289,11 @@ class RegimeWatch:
         if self.after_step_enabled:
             self.open_window()
 
+    def _members(self, optimizer):
+        return {id(p) for g in optimizer.param_groups for p in g["params"] if id(p) in self.params}
+
     def _new_optimizer(self, optimizer):
-        members = {id(p) for g in optimizer.param_groups for p in g["params"] if id(p) in self.params}
+        members = self._members(optimizer)
         hyper = {}
         group = optimizer.param_groups[0] if optimizer.param_groups else {}
         for key in HYPER_KEYS:
@@ -304,6 +309,7 @@ class RegimeWatch:
             "type": type(optimizer).__name__,
             "hyper": hyper,
             "members": members,
+            "n_held": sum(len(g["params"]) for g in optimizer.param_groups),
             "steps": 0,
             "closure_steps": 0,
             "own_backward_steps": 0,
@@ -426,6 +432,8 @@ class RegimeWatch:
 
         optimizers, param_opt = [], {}
         for i, rec in enumerate(self._opt_order):
+            if rec["ref"] is not None and len(rec["members"]) < rec["n_held"]:
+                rec["members"] = self._members(rec["ref"])
             member_names = [nm(pid) for pid in rec["members"]]
             for n in member_names:
                 param_opt.setdefault(n, []).append(i)
