@@ -297,8 +297,8 @@ def _kl_terms(exps, logs, squares, additive, keep, names, out):
         signs = additive.get(id(x), set())
         # exp(x) - x: x enters with the opposite sign; v - log v: v enters with the opposite sign of log v
         variance_sign = sign if kind == "exp" else -sign
-        if -sign not in signs or id(x) in seen:
-            continue
+        if -sign not in signs or id(x) in seen or variance_sign not in sq_signs:
+            continue  # a Gaussian KL has mu^2 beside the variance part, with the same sign
         seen.add(id(x))
         squares_same = [n for n, s in squares if s == variance_sign]
         mu_params = set()

@@ -122,7 +122,15 @@ def gradient_scale_rules(stats, steps):
     invariant = scale_invariant_modules(stats)
     rows = [r for r in _weights(stats, steps) if r[3] is not None and r[0].get("module") not in invariant]
     worst = max(rows, key=lambda r: r[3], default=None)
-    rel_bad = worst is not None and worst[3] >= t["explode_relative"]
+    # relative to its peers too: a loss summed over a batch and every pixel makes every weight's relative
+    # gradient large (a VAE's heads a little more); an explosion stands out, or is everywhere
+    peers = sorted(r[3] for r in rows if r is not worst)
+    peer_med = statistics.median(peers) if peers else None
+    rel_bad = (
+        worst is not None
+        and worst[3] >= t["explode_relative"]
+        and (peer_med is None or worst[3] >= t["explode_peer_ratio"] * peer_med or peer_med >= t["explode_relative"])
+    )
     # --- through depth, within groups of repeated blocks
     vanish = explode_depth = None
     for role, grp in depth_groups(stats, steps).items():
@@ -153,6 +161,8 @@ def gradient_scale_rules(stats, steps):
                     "weight_rms": _f(w),
                     "relative": _f(rel),
                     "threshold_relative": t["explode_relative"],
+                    "peer_median_relative": _f(peer_med) if peer_med is not None else None,
+                    "threshold_peer_ratio": t["explode_peer_ratio"],
                 }
             )
         if explode_depth:
