@@ -429,6 +429,8 @@ class ProbePlugin:
         }
         if not watched:
             held = self._held()
+            section["regimes"] = rules.regimes.detect({"regime_obs": self._regime_observations([], False)})
+            section["regime"] = rules.regimes.sentence(section["regimes"])
             section["findings"] = list(self.contract_findings)
             section["notes"] = [
                 *notes,

@@ -640,7 +640,9 @@ class Recorder(MeasureMixin):
             try:
                 s = self.pstats[i]
                 p = self.params[i][1]
-                if not s.fired and p.grad is not None and self.steps_done > 0 and not self.in_closure:
+                # a closure's first evaluation of a new step must find .grad cleared as well (L-BFGS's
+                # closure without zero_grad sums every evaluation into the direction it searches)
+                if not s.fired and p.grad is not None and self.steps_done > 0:
                     with torch.no_grad():
                         if bool(tens.stored_values(p.grad.detach()).ne(0).any()):
                             s.stale = True

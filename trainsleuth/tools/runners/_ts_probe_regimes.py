@@ -15,6 +15,7 @@ some rules judge (`EFFECTS`; the rules read `regime_names(stats)`):
 - `sparse`: parameters receive sparse gradients (`nn.Embedding(sparse=True)`);
 - `accumulating_optimizer`: Adagrad/Adadelta, whose steps shrink as the squared-gradient sum grows;
 - `linear_model`: the model is one linear map (its loss is convex in the weights);
+- `input_optimization`: an optimizer trains tensors no module holds (style transfer's image);
 - `supervised`: none of the non-stationary regimes above (one loss that should go down).
 """
 
@@ -37,6 +38,7 @@ EFFECTS = {
     "accumulating_optimizer": "its decaying steps are judged by the first step's size, not by the usual band",
     "linear_model": "update ratios are not judged (the weights start far from their solution's scale); a "
     "step size that is too large shows as a rising loss",
+    "input_optimization": "the optimised tensors are not probed; the modules the run calls are",
     "supervised": "every rule applies as usual",
 }
 NON_STATIONARY = ("adversarial", "rl")
@@ -115,6 +117,11 @@ def detect(stats):
     linear = linear_model(stats)
     if linear:
         add("linear_model", linear)
+    outside = [o for o in obs.get("optimizers", []) if o.get("steps") and o.get("outside_units")]
+    if outside:
+        o = outside[0]
+        add("input_optimization", f"{o['type']} trains {o['outside_units']} tensor(s) that no module holds (an input "
+            "optimised directly, as style transfer optimises its image)")
     if not any(r["name"] in NON_STATIONARY for r in out):
         out.insert(0, {"name": "supervised", "because": "one loss minimised step by step", "effects": EFFECTS["supervised"]})
     return out
@@ -155,12 +162,14 @@ def _adversarial(obs):
 def _trained(stats):
     """Names of parameters that received a gradient or that an optimizer step changed (being listed in an
     optimizer is not enough: Adam skips a frozen parameter it holds)."""
+    obs = stats.get("regime_obs") or {}
+    frozen = set(obs.get("frozen") or [])
     return {
         p["name"]
         for p in stats.get("params", [])
         if p.get("requires_grad")
         and (p.get("changed_steps") or any(x is not None and x != 0 for x in (p.get("grad_norms") or [])))
-    }
+    } | (set(obs.get("got_grad") or []) - frozen)
 
 
 def _unit_params(obs):

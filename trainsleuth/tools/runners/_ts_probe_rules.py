@@ -97,7 +97,7 @@ def analyze(stats, notes=None):
     out += loss_rules.trend_rules(stats, grad_steps, losses, updates, notes)
     out += act_rules.input_rules(stats)
     out += act_rules.activation_rules(stats)
-    return out
+    return regime_rules.discount(out, stats, notes)
 
 
 __all__ = [

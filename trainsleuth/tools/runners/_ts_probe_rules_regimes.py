@@ -44,6 +44,80 @@ def regime_rules(stats):
     out += teacher_in_train_mode(stats, targets)
     out += loss_term_wrong_sign(obs)
     out += advantage_not_detached(obs)
+    out += unheld_params_not_updated(stats)
+    return out
+
+
+def unheld_params_not_updated(stats):
+    """`params_not_updated` for a network the statistics do not cover (the command form probes the models
+    an optimizer holds): its parameters get gradients, no optimizer holds them, and they never change."""
+    obs = stats.get("regime_obs") or {}
+    known = {p["name"] for p in stats.get("params", [])}
+    held = set(obs.get("param_optimizers") or {})
+    got = set(obs.get("got_grad") or [])
+    changed = set(obs.get("frozen_changed") or {})
+    out = []
+    for u in obs.get("units", []):
+        stuck = [n for n in u["trainable"] if n in got and n not in held and n not in known and n not in changed]
+        if not stuck or len(stuck) * 2 < len(u["trainable"]):
+            continue
+        mods = _by_module(stuck, obs)
+        out.append(
+            finding(
+                "params_not_updated",
+                "error",
+                f"Parameters of {display(mods[0])} ({short_list(stuck)}) receive gradients but no optimizer holds "
+                "them, and they never change: they are missing from every optimizer's parameter groups.",
+                step=0,
+                module=mods[0] or None,
+                evidence={
+                    "params": stuck[:MAX_LISTED],
+                    "n_params": len(stuck),
+                    "in_optimizer": False,
+                    "hint": "check which parameters each optimizer is built over (a copy-paste slip builds two "
+                    "optimizers over the same network)",
+                },
+            )
+        )
+    return out
+
+
+def discount(findings, stats, notes):
+    """Findings that are the regime's design, not a bug, taken out (with a note saying so).
+
+    Adversarial training observed in the user's own loop (each optimizer step its own iteration): the
+    generator's loss runs through the discriminator, whose gradient from it lands on top of the
+    discriminator's last gradient and is cleared by the discriminator's zero_grad before its own step.
+    Neither that stale gradient nor that cleared one reaches an optimizer step."""
+    names = {r["name"] for r in stats.get("regimes") or []}
+    if "adversarial" not in names or stats.get("mode") != "observed":
+        return findings
+    obs = stats.get("regime_obs") or {}
+    crossed = set()
+    for o in obs.get("optimizers", []):
+        if o.get("steps"):
+            crossed |= set(o.get("reached_other") or []) - set(o.get("params") or [])
+    out = []
+    dropped = set()
+    for f in findings:
+        ev = f.get("evidence") or {}
+        params = set(ev.get("params") or [])
+        if ev.get("n_params", len(params)) != len(params):
+            params = set()  # only some are listed: keep the finding
+        if f["code"] == "grad_not_zeroed" and params and params <= crossed:
+            dropped.add(f["code"])
+            continue
+        if f["code"] == "no_gradient" and ev.get("gradient") == ["cleared"] and params and params <= crossed:
+            dropped.add(f["code"])
+            continue
+        out.append(f)
+    if dropped:
+        notes.append(
+            "Not reported in this adversarial pair: "
+            + ", ".join(sorted(dropped))
+            + " on parameters the other network's loss reaches; that gradient is cleared by their own "
+            "zero_grad() before their own optimizer step, by design."
+        )
     return out
 
 
@@ -238,4 +312,4 @@ def advantage_not_detached(obs):
     ]
 
 
-__all__ = ["regime_rules"]
+__all__ = ["discount", "regime_rules"]

@@ -127,6 +127,7 @@ class RegimeWatch:
         self.graphs = []
         self.sampled = 0
         self.sparse_grads = set()
+        self.got_grad = set()  # parameters seen with a .grad (the command form watches only held ones)
         self.after = {"windows": 0, "written": {}, "sources": {}, "read": {}, "self_copy": set()}
         self._window = None
         self._window_writes = set()
@@ -317,17 +318,24 @@ class RegimeWatch:
         }
         self.optimizers[id(optimizer)] = rec
         self._opt_order.append(rec)
+        self._frozen_ids = None  # what no optimizer holds has changed
         return rec
 
     def _note_sparse(self):
         for pid, p in self.params.items():
             g = p.grad
-            if g is not None and g.layout != torch.strided:
+            if g is None:
+                continue
+            self.got_grad.add(pid)
+            if g.layout != torch.strided:
                 self.sparse_grads.add(pid)
 
     def _fingerprints(self):
+        """(norm, sum) of every parameter no optimizer step measures: frozen ones, and ones in no optimizer
+        seen so far (a copy updated without gradients, a network left out of every optimizer)."""
         if self._frozen_ids is None:
-            self._frozen_ids = [pid for pid, p in self.params.items() if not p.requires_grad]
+            held = set().union(*(r["members"] for r in self._opt_order)) if self._opt_order else set()
+            self._frozen_ids = [pid for pid, p in self.params.items() if not p.requires_grad or pid not in held]
         if not self._frozen_ids:
             return None
         try:
@@ -443,6 +451,7 @@ class RegimeWatch:
                     "type": rec["type"],
                     "hyper": rec["hyper"],
                     "n_params": len(member_names),
+                    "outside_units": max(0, rec["n_held"] - len(member_names)),
                     "params": sorted(member_names)[:500],
                     "steps": rec["steps"],
                     "closure_steps": rec["closure_steps"],
@@ -474,7 +483,7 @@ class RegimeWatch:
             "param_optimizers": param_opt,
             "units": units,
             "frozen_changed": {nm(pid): s for pid, s in self.frozen_changed.items()},
-            "frozen": names(self._frozen_ids or [])[:1000],
+            "frozen": names(pid for pid, p in self.params.items() if not p.requires_grad)[:1000],
             "after_step": {
                 "windows": after["windows"],
                 "written": {nm(pid): n for pid, n in after["written"].items()},
@@ -485,6 +494,7 @@ class RegimeWatch:
             "graph": _merge_graphs(self.graphs, nm),
             "sampled": self.sampled,
             "sparse_grads": names(self.sparse_grads),
+            "got_grad": names(self.got_grad)[:2000],
         }
 
 
