@@ -187,7 +187,9 @@ def test_a_momentum_encoder_updated_inside_its_forward_is_a_target() -> None:
     torch.manual_seed(0)
     model = MoCo()
     opt = torch.optim.SGD(model.query.parameters(), lr=0.05, momentum=0.9)
-    regimes, findings = _regimes_and_findings({"model": model, "batches": [torch.randn(32, 8)], "optimizer": opt})
+    regimes, findings = _regimes_and_findings(
+        {"model": model, "batches": [torch.randn(32, 8)], "optimizer": opt}
+    )
     assert "ema_target" in regimes
     assert findings == []  # the key encoder's batch norm in train mode is MoCo's design
 

@@ -390,7 +390,7 @@ class ProbePlugin:
 
     def _regime_observations(self, watched, prefix):
         """stats["regime_obs"], its parameters named as the merged statistics name them."""
-        name_of, prefixes = {}, {}
+        name_of, prefixes = {}, {}  # type: dict, dict
         trained = {id(w.module) for w in watched}
         for w in watched:
             prefixes[w.root.label] = w.root.label + "." if prefix else ""

@@ -120,14 +120,18 @@ def _linear_children(node, sign):
     if name in ("MulBackward1", "DivBackward1"):
         return [(n, sign * _sign(_saved(node, "_saved_other"))) for n, _ in nexts if n is not None]
     if name == "DivBackward0":
-        return [(n, sign * _sign(_saved(node, "_saved_other")) if i == 0 else 0) for i, (n, _) in enumerate(nexts) if n is not None]
+        return [
+            (n, sign * _sign(_saved(node, "_saved_other")) if i == 0 else 0)
+            for i, (n, _) in enumerate(nexts)
+            if n is not None
+        ]
     return None
 
 
 def _params_below(nodes, names, limit=4000):
     """Names of the parameters (AccumulateGrad leaves known in `names`, id -> name) a subgraph reaches."""
-    found = set()
-    seen = set()
+    found = set()  # type: set
+    seen = set()  # type: set
     queue = [n for n in nodes if n is not None]
     while queue and len(seen) < limit:
         node = queue.pop()
@@ -188,7 +192,9 @@ def _is_logprob(node):
             if name in SELECT_NODES:
                 selected = True
             if name == "NllLossBackward0" and _saved(n, "_saved_reduction") != 0:
-                return False  # a mean/summed negative log-likelihood is a loss, not a log-probability per action
+                return (
+                    False  # a mean/summed negative log-likelihood is a loss, not a log-probability per action
+                )
             if name in LOG_NODES and selected:
                 return True
             if name in LOGPROB_PATH or name in SELECT_NODES or name in LOG_NODES:
@@ -204,15 +210,15 @@ def inspect(loss, names):
     root = getattr(loss, "grad_fn", None)
     out = {"nodes": 0, "truncated": False, "pg_terms": 0, "pg_constant": 0, "pg_with_grad": 0,
            "pg_weight_min": None, "pg_weight_max": None, "pg_weight_only_params": [],
-           "pg_logprob_params": [], "kl_terms": []}  # fmt: skip
+           "pg_logprob_params": [], "kl_terms": []}  # type: dict  # fmt: skip
     if root is None:
         return out
-    additive = {}  # id(node) -> set of signs it is reached with along linear paths
-    exps, logs, squares = [], [], []
-    keep = {}
-    seen = set()
+    additive = {}  # type: dict  # id(node) -> signs it is reached with along linear paths
+    exps, logs, squares = [], [], []  # type: list, list, list
+    keep = {}  # type: dict
+    seen = set()  # type: set
     queue = [(root, 1, True)]
-    muls = []
+    muls = []  # type: list
     while queue:
         if len(seen) >= MAX_NODES:
             out["truncated"] = True

@@ -95,7 +95,10 @@ def detect(stats):
     closure = [o for o in obs.get("optimizers", []) if o.get("closure_steps")]
     if closure:
         o = closure[0]
-        add("closure", f"{o['type']} steps with a closure that re-evaluates the loss ({o['closure_steps']} steps)")
+        add(
+            "closure",
+            f"{o['type']} steps with a closure that re-evaluates the loss ({o['closure_steps']} steps)",
+        )
     kl = g.get("kl_terms") or []
     if kl:
         t = kl[0]
@@ -120,10 +123,20 @@ def detect(stats):
     outside = [o for o in obs.get("optimizers", []) if o.get("steps") and o.get("outside_units")]
     if outside:
         o = outside[0]
-        add("input_optimization", f"{o['type']} trains {o['outside_units']} tensor(s) that no module holds (an input "
-            "optimised directly, as style transfer optimises its image)")
+        add(
+            "input_optimization",
+            f"{o['type']} trains {o['outside_units']} tensor(s) that no module holds (an input "
+            "optimised directly, as style transfer optimises its image)",
+        )
     if not any(r["name"] in NON_STATIONARY for r in out):
-        out.insert(0, {"name": "supervised", "because": "one loss minimised step by step", "effects": EFFECTS["supervised"]})
+        out.insert(
+            0,
+            {
+                "name": "supervised",
+                "because": "one loss minimised step by step",
+                "effects": EFFECTS["supervised"],
+            },
+        )
     return out
 
 
@@ -215,7 +228,15 @@ def ema_targets(stats):
                 how = f"the same shape as {_say(srcs)}, read by arithmetic after each optimizer step"
         if kind is None:
             continue
-        out.append({"unit": label, "kind": kind, "sources": srcs, "how": how, "trained": sorted(set(names) & trained)})
+        out.append(
+            {
+                "unit": label,
+                "kind": kind,
+                "sources": srcs,
+                "how": how,
+                "trained": sorted(set(names) & trained),
+            }
+        )
     return out
 
 
@@ -252,7 +273,13 @@ def frozen_teachers(stats, targets=None):
             continue
         if not [t for t in trains if t["label"] != label]:
             continue
-        out.append({"unit": label, "no_grad_only": bool(u.get("no_grad_calls")) and not u.get("grad_calls"), "active": u.get("train_active_without_grad") or []})
+        out.append(
+            {
+                "unit": label,
+                "no_grad_only": bool(u.get("no_grad_calls")) and not u.get("grad_calls"),
+                "active": u.get("train_active_without_grad") or [],
+            }
+        )
     return out
 
 

@@ -19,7 +19,7 @@ def _by_module(names, obs):
     for u in obs.get("units", []):  # a whole network: its name (the variable the run holds it in)
         if u["label"] and set(u["params"]) == names:
             return [u["label"]]
-    pbm = {}
+    pbm = {}  # type: dict
     for u in obs.get("units", []):
         for n in u["params"]:
             parts = n.split(".")
@@ -58,7 +58,9 @@ def unheld_params_not_updated(stats):
     changed = set(obs.get("frozen_changed") or {})
     out = []
     for u in obs.get("units", []):
-        stuck = [n for n in u["trainable"] if n in got and n not in held and n not in known and n not in changed]
+        stuck = [
+            n for n in u["trainable"] if n in got and n not in held and n not in known and n not in changed
+        ]
         if not stuck or len(stuck) * 2 < len(u["trainable"]):
             continue
         mods = _by_module(stuck, obs)

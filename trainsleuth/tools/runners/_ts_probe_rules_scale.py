@@ -129,7 +129,11 @@ def gradient_scale_rules(stats, steps):
     rel_bad = (
         worst is not None
         and worst[3] >= t["explode_relative"]
-        and (peer_med is None or worst[3] >= t["explode_peer_ratio"] * peer_med or peer_med >= t["explode_relative"])
+        and (
+            peer_med is None
+            or worst[3] >= t["explode_peer_ratio"] * peer_med
+            or peer_med >= t["explode_relative"]
+        )
     )
     # --- through depth, within groups of repeated blocks
     vanish = explode_depth = None

@@ -115,7 +115,7 @@ class RegimeWatch:
         self.unit_calls = {}
         for label, module in units:
             self.add_unit(label, module)
-        self.fires = fires or (lambda: {})
+        self.fires = fires or _no_fires
         self.internal = internal or (lambda exc: None)
         self.after_step_enabled = after_step
         self.optimizers = {}  # id(opt) -> record
@@ -128,7 +128,12 @@ class RegimeWatch:
         self.sampled = 0
         self.sparse_grads = set()
         self.got_grad = set()  # parameters seen with a .grad (the command form watches only held ones)
-        self.after = {"windows": 0, "written": {}, "sources": {}, "read": {}, "self_copy": set()}
+        self.windows = 0  # after-step windows opened
+        self.written = {}  # type: dict  # id(param) -> windows in which the code wrote it in place
+        self.sources = {}  # type: dict  # id(param) -> ids of the parameters it was written from
+        self.reads = {}  # type: dict  # id(param) -> reads by arithmetic that wrote nothing
+        self.self_copy = set()  # type: set  # parameters copied into themselves
+        self.default_names = {}  # type: dict
         self._window = None
         self._window_writes = set()
         self._ptrs = {}
@@ -143,7 +148,7 @@ class RegimeWatch:
             return {id(p): s.fires for (_, p), s in zip(rec.params, rec.pstats)}  # noqa: B905
 
         watch = cls(units_of(rec.model), fires=fires, internal=rec.internal, after_step=after_step)
-        names = {}
+        names = {}  # type: dict
         for name, p in rec.model.named_parameters():
             names.setdefault(id(p), name)
         watch.default_names = names
@@ -271,7 +276,9 @@ class RegimeWatch:
             if len(rec["members"]) < rec["n_held"]:  # units added since (the command form's roots)
                 rec["members"] = self._members(optimizer)
             rec["steps"] += 1
-            if any(callable(a) for a in args[1:2]) or kwargs.get("closure") is not None:  # args[0]: the optimizer
+            if (
+                any(callable(a) for a in args[1:2]) or kwargs.get("closure") is not None
+            ):  # args[0]: the optimizer
                 rec["closure_steps"] += 1
             fired = []
             for pid, n in self.fires().items():
@@ -295,7 +302,7 @@ class RegimeWatch:
 
     def _new_optimizer(self, optimizer):
         members = self._members(optimizer)
-        hyper = {}
+        hyper = {}  # type: dict
         group = optimizer.param_groups[0] if optimizer.param_groups else {}
         for key in HYPER_KEYS:
             value = group.get(key)
@@ -335,7 +342,9 @@ class RegimeWatch:
         seen so far (a copy updated without gradients, a network left out of every optimizer)."""
         if self._frozen_ids is None:
             held = set().union(*(r["members"] for r in self._opt_order)) if self._opt_order else set()
-            self._frozen_ids = [pid for pid, p in self.params.items() if not p.requires_grad or pid not in held]
+            self._frozen_ids = [
+                pid for pid, p in self.params.items() if not p.requires_grad or pid not in held
+            ]
         if not self._frozen_ids:
             return None
         try:
@@ -357,9 +366,12 @@ class RegimeWatch:
         try:
             for obj in gc.get_objects():
                 # type(), not isinstance(): no __class__ lookup on lazy proxies (which warn)
-                if issubclass(type(obj), base) and id(obj) not in self.optimizers:
-                    if any(id(p) in self.params for g in obj.param_groups for p in g["params"]):
-                        self._new_optimizer(obj)
+                if (
+                    issubclass(type(obj), base)
+                    and id(obj) not in self.optimizers
+                    and any(id(p) in self.params for g in obj.param_groups for p in g["params"])
+                ):
+                    self._new_optimizer(obj)
         except Exception as exc:
             self.internal(exc)
 
@@ -377,7 +389,7 @@ class RegimeWatch:
             self._window = _AfterStep(self)
             self._window.__enter__()
             self._window_writes = set()
-            self.after["windows"] += 1
+            self.windows += 1
         except Exception as exc:
             self._window = None
             self.internal(exc)
@@ -406,21 +418,19 @@ class RegimeWatch:
         first_ids = [self._ptrs.get(_ptr(t)) for t in first]
         rest_ptrs = {_ptr(t) for t in rest}
         rest_ids = {self._ptrs.get(p) for p in rest_ptrs} - {None}
-        after = self.after
         if inplace:
             for t, pid in zip(first, first_ids):  # noqa: B905
                 if pid is None:
                     continue
                 if pid not in self._window_writes:
-                    after["written"][pid] = after["written"].get(pid, 0) + 1
+                    self.written[pid] = self.written.get(pid, 0) + 1
                     self._window_writes.add(pid)
                 if _ptr(t) in rest_ptrs and name.startswith("copy"):
-                    after["self_copy"].add(pid)
-                after["sources"].setdefault(pid, set()).update(rest_ids - {pid})
+                    self.self_copy.add(pid)
+                self.sources.setdefault(pid, set()).update(rest_ids - {pid})
         else:
-            for pid in [*first_ids, *sorted(rest_ids)]:
-                if pid is not None:
-                    after["read"][pid] = after["read"].get(pid, 0) + 1
+            for pid in [x for x in first_ids if x is not None] + list(rest_ids):
+                self.reads[pid] = self.reads.get(pid, 0) + 1
 
     # ------------------------------------------------------------------ the record
 
@@ -438,7 +448,8 @@ class RegimeWatch:
         def names(ids):
             return sorted({nm(pid) for pid in ids})
 
-        optimizers, param_opt = [], {}
+        optimizers = []
+        param_opt = {}  # type: dict
         for i, rec in enumerate(self._opt_order):
             if rec["ref"] is not None and len(rec["members"]) < rec["n_held"]:
                 rec["members"] = self._members(rec["ref"])
@@ -477,7 +488,6 @@ class RegimeWatch:
                     "train_active_without_grad": calls["train_active"] or [],
                 }
             )
-        after = self.after
         return {
             "optimizers": optimizers,
             "param_optimizers": param_opt,
@@ -485,17 +495,21 @@ class RegimeWatch:
             "frozen_changed": {nm(pid): s for pid, s in self.frozen_changed.items()},
             "frozen": names(pid for pid, p in self.params.items() if not p.requires_grad)[:1000],
             "after_step": {
-                "windows": after["windows"],
-                "written": {nm(pid): n for pid, n in after["written"].items()},
-                "sources": {nm(pid): names(s) for pid, s in after["sources"].items()},
-                "read": {nm(pid): n for pid, n in after["read"].items()},
-                "self_copy": names(after["self_copy"]),
+                "windows": self.windows,
+                "written": {nm(pid): n for pid, n in self.written.items()},
+                "sources": {nm(pid): names(s) for pid, s in self.sources.items()},
+                "read": {nm(pid): n for pid, n in self.reads.items()},
+                "self_copy": names(self.self_copy),
             },
             "graph": _merge_graphs(self.graphs, nm),
             "sampled": self.sampled,
             "sparse_grads": names(self.sparse_grads),
             "got_grad": names(self.got_grad)[:2000],
         }
+
+
+def _no_fires():
+    return {}
 
 
 class _Inert:
@@ -509,8 +523,8 @@ def _merge_graphs(graphs, nm):
     """One record from the graphs read (their parameters are ids until named here)."""
     out = {"inspected": len(graphs), "pg_terms": 0, "pg_constant": 0, "pg_with_grad": 0,
            "pg_weight_min": None, "pg_weight_max": None, "pg_weight_only_params": [],
-           "pg_logprob_params": [], "kl_terms": [], "truncated": False}  # fmt: skip
-    only, logp = set(), set()
+           "pg_logprob_params": [], "kl_terms": [], "truncated": False}  # type: dict  # fmt: skip
+    only, logp = set(), set()  # type: set, set
     seen_kl = set()
     for g in graphs:
         for key in ("pg_terms", "pg_constant", "pg_with_grad"):
@@ -528,9 +542,9 @@ def _merge_graphs(graphs, nm):
                 variance_params=sorted(nm(p) for p in term["variance_params"]),
                 mean_params=sorted(nm(p) for p in term["mean_params"]),
             )
-            key = (term["form"], term["sign"], tuple(term["variance_params"]), tuple(term["mean_params"]))
-            if key not in seen_kl:
-                seen_kl.add(key)
+            kl_key = (term["form"], term["sign"], tuple(term["variance_params"]), tuple(term["mean_params"]))
+            if kl_key not in seen_kl:
+                seen_kl.add(kl_key)
                 out["kl_terms"].append(term)
     out["pg_weight_only_params"] = sorted(nm(p) for p in only - logp)
     out["pg_logprob_params"] = sorted(nm(p) for p in logp)[:50]
