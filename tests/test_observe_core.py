@@ -253,3 +253,56 @@ def test_parse_command() -> None:
             parse_command(bad, python=py)
     with pytest.raises(CommandError):
         parse_command([], python=py)
+
+
+def test_closure_steps_give_the_plugins_this_steps_gradients(tmp_path: Path) -> None:
+    """step(closure) runs forward and backward after the pre-step hook: before_step waits for the closure."""
+    plugin = """
+class P:
+    def __init__(self, obs):
+        self.obs = obs
+        self.seen = []
+    def before_step(self, info, k):
+        opt = info.optimizer
+        p = opt.param_groups[0]["params"][0]
+        self.seen.append((k, None if p.grad is None else float(p.grad.norm()), float(p.detach().norm())))
+    def after_step(self, info, k):
+        p = info.optimizer.param_groups[0]["params"][0]
+        self.seen.append((k, "after", float(p.detach().norm())))
+    def finish(self, reason):
+        return {"seen": self.seen}
+def make(obs, options):
+    return P(obs)
+"""
+    script = """
+    import torch
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 1)
+    x = torch.randn(16, 3); y = x @ torch.tensor([[1.0], [-2.0], [0.5]])
+    opt = torch.optim.LBFGS(m.parameters(), max_iter=4)
+    for i in range(10):
+        def closure():
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(m(x), y)
+            loss.backward()
+            return loss
+        opt.step(closure)
+    """
+    ws = _repo(tmp_path, {"t.py": script})
+    site = tmp_path / "plugins"
+    site.mkdir()
+    (site / "_ts_observe_closurecheck.py").write_text(plugin)
+    import os
+
+    env = dict(os.environ, PYTHONPATH=str(site))
+    run = run_observed("python t.py", python=PY, workspace=ws, plugins=["closurecheck"], steps=3, env=env)
+    [rep] = require_training(run)
+    assert rep["plugin_errors"] == {}
+    seen = rep["plugins"]["closurecheck"]["seen"]
+    befores = [s for s in seen if s[1] != "after"]
+    assert [s[0] for s in befores] == [1, 2, 3]
+    assert all(s[1] is not None and s[1] > 0 for s in befores), seen  # this step's gradient, never None
+    afters = {s[0]: s[2] for s in seen if s[1] == "after"}
+    assert all(afters[k] != w for k, _, w in befores)  # weights read before the step moved them
+    assert [len(it["backward"]) >= 1 for it in rep["iterations"]] == [True] * 3
+    assert rep["optimizers"][-1]["closure_steps"] >= 3

@@ -205,7 +205,7 @@ async def test_mcp_scaffold_argument_and_script_entrypoint_message(ws: Path) -> 
     r = await _mcp(ws, "probe_gradients", {"entrypoint": "plain_loop_train.py"})
     assert r.is_error and "scaffold='plain_loop_train.py'" in r.content[0].text
     r = await _mcp(ws, "probe_gradients", {"steps": 2})
-    assert r.is_error and "exactly one of entrypoint" in r.content[0].text
+    assert r.is_error and "exactly one of command" in r.content[0].text and "got none" in r.content[0].text
 
 
 @pytest.mark.anyio
@@ -217,6 +217,8 @@ async def test_entrypoint_contract_is_a_resource(ws: Path) -> None:
         res = await client.read_resource("probe://entrypoint")
         text = res.contents[0].text  # type: ignore[union-attr]
         assert "scaffold" in text and "step_fn" in text and "eval_fn" in text and "scheduler" in text
+        assert text.index("command=") < text.index("scaffold=")  # the user's own command comes first
         tools = await client.list_tools()
-        desc = next(t.description for t in tools.tools if t.name == "probe_gradients")
-        assert "probe://entrypoint" in desc and "scaffold=train.py" in desc
+        tool = next(t for t in tools.tools if t.name == "probe_gradients")
+        assert "training command" in (tool.description or "")
+        assert "probe://entrypoint" in tool.input_schema["properties"]["entrypoint"]["description"]

@@ -27,7 +27,7 @@ from realarch_common import (
     seed,
     text_batch,
 )
-from realarch_healthy import SmallCNN, _bert_cfg
+from realarch_healthy import SmallCNN, TinyTransformer, _bert_cfg, _transformer_setup, zero_init
 
 
 def _gpt2() -> nn.Module:
@@ -419,6 +419,15 @@ def deep_sigmoid_mlp() -> dict[str, Any]:
     }
 
 
+def zero_init_attention_pair() -> dict[str, Any]:
+    """A config pattern meant for the output projections (`attn.proj`, matched by substring) zeroes
+    attn.proj_qkv as well as attn.proj_out: a product of two zeros, neither factor ever gets a gradient."""
+    seed(23)
+    model = TinyTransformer()
+    zero_init(model, ("attn.proj", "mlp.fc2", "head"))
+    return _transformer_setup(model)
+
+
 BROKEN: list[tuple[Any, str, str | None]] = [
     (gpt2_prompt_masks_every_label, "labels_all_ignored", "lm_head"),
     (cnn_softmax_then_cross_entropy, "loss_input_mismatch", "classifier.4"),
@@ -438,4 +447,5 @@ BROKEN: list[tuple[Any, str, str | None]] = [
     (resnet_raw_pixels, "input_not_normalized", None),
     (gpt2_log_of_softmax_underflow, "nonfinite_loss", None),
     (deep_sigmoid_mlp, "vanishing_gradients", "0"),
+    (zero_init_attention_pair, "no_gradient", "blocks.0.attn"),
 ]

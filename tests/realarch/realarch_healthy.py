@@ -496,6 +496,118 @@ def bert_eval_fn() -> dict[str, Any]:
     return {"model": model, "batch": text_batch(2), "optimizer": opt, "scheduler": sched, "eval_fn": eval_fn}
 
 
+# ------------------------------------------------------------------ zero-initialised factors that move
+
+
+class TinyTransformer(nn.Module):
+    """Pre-norm blocks of attention (`attn.proj_qkv`, `attn.proj_out`) and MLP (`mlp.fc1`, `mlp.fc2`), with
+    an optional ReZero gain per branch; used with the zero-initialisation schemes of the literature."""
+
+    def __init__(self, d: int = 32, depth: int = 3, heads: int = 4, rezero: bool = False) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, d)
+        self.blocks = nn.ModuleList()
+        for _ in range(depth):
+            block = nn.Module()
+            if not rezero:  # ReZero drops the layer norms
+                block.norm1, block.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            block.attn = nn.Module()
+            block.attn.proj_qkv, block.attn.proj_out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            block.mlp = nn.Module()
+            block.mlp.fc1, block.mlp.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            if rezero:
+                block.alpha = nn.Parameter(torch.zeros(()))
+            self.blocks.append(block)
+        self.heads = heads
+        self.rezero = rezero
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, 4)
+
+    def _attn(self, a: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = a.proj_qkv(x).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return a.proj_out(y.transpose(1, 2).reshape(b, t, d))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        for blk in self.blocks:
+            gain = blk.alpha if self.rezero else 1.0
+            x = x + gain * self._attn(blk.attn, blk.norm1(x) if not self.rezero else x)
+            x = x + gain * blk.mlp.fc2(F.gelu(blk.mlp.fc1(blk.norm2(x) if not self.rezero else x)))
+        return self.head(self.norm(x).mean(1))
+
+
+def zero_init(model: nn.Module, patterns: tuple[str, ...]) -> None:
+    """Weights and biases of the Linear layers whose name contains a pattern start at zero."""
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Linear) and any(p in name for p in patterns):
+            nn.init.zeros_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+def _transformer_setup(model: nn.Module) -> dict[str, Any]:
+    batch = (torch.randint(0, VOCAB, (BATCH, 16)), torch.randint(0, 4, (BATCH,)))
+    return {
+        "model": model,
+        "batch": batch,
+        "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+        "optimizer": torch.optim.AdamW(model.parameters(), lr=1e-3),
+    }
+
+
+def zero_residual_projections() -> dict[str, Any]:
+    """Each residual branch's output projection (attn.proj_out, mlp.fc2) and the head start at zero
+    (GPT-2/Fixup/DiT style): every block starts as the identity and moves after its first update."""
+    seed(23)
+    model = TinyTransformer()
+    zero_init(model, ("attn.proj_out", "mlp.fc2", "head"))
+    return _transformer_setup(model)
+
+
+def rezero_transformer() -> dict[str, Any]:
+    """ReZero (Bachlechner et al.): every residual branch scaled by a gain that starts at exactly 0."""
+    seed(24)
+    return _transformer_setup(TinyTransformer(rezero=True))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, c: int, zero_init_residual: bool) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        if zero_init_residual:
+            nn.init.zeros_(self.bn2.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+
+
+def resnet_zero_init_residual() -> dict[str, Any]:
+    """torchvision's zero_init_residual (Goyal et al.): the last batch-norm gain of every residual block
+    starts at 0, so each block starts as the identity; SGD with momentum."""
+    seed(25)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        BasicBlock(16, True),
+        BasicBlock(16, True),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 10),
+    )
+    batch = (torch.randn(BATCH, 3, IMAGE, IMAGE), torch.randint(0, 10, (BATCH,)))
+    return {
+        "model": model,
+        "batch": batch,
+        "loss_fn": lambda m, b: F.cross_entropy(m(b[0]), b[1]),
+        "optimizer": torch.optim.SGD(
+            model.parameters(), lr=0.1 * BATCH / 256, momentum=0.9, weight_decay=1e-4
+        ),
+    }
+
+
 HEALTHY = [
     bert_sequence_classification,
     bert_token_classification,
@@ -519,4 +631,7 @@ HEALTHY = [
     gru_regression,
     gpt2_grad_accumulation,
     bert_eval_fn,
+    zero_residual_projections,
+    rezero_transformer,
+    resnet_zero_init_residual,
 ]

@@ -1,4 +1,4 @@
-"""The probe's entrypoint contract and its script route, as the MCP resource `probe://entrypoint`.
+"""How to call the probe (the user's command, a scaffolded script, an entrypoint), as the MCP resource `probe://entrypoint`.
 
 An assistant should not have to learn the contract from error messages: this text is what
 `probe_gradients` expects, with examples for the usual shapes of training code.
@@ -14,12 +14,32 @@ if TYPE_CHECKING:
     from trainsleuth.server.context import ServerContext
 
 ENTRYPOINT_TEXT = """\
-# probe_gradients: the entrypoint contract
+# probe_gradients: your training command (or an entrypoint)
 
-`probe_gradients` runs the user's model for a few real steps (default 8) on one fixed batch, in the
-project's own interpreter, in a subprocess. It needs either an **entrypoint** or a **script**.
+## Route 1: the command you run (`command`): start here
 
-## Route 1: a training script as it is (`scaffold`)
+    probe_gradients(command="python scripts/train.py --config configs/base.yaml")
+    probe_gradients(command="torchrun --nproc_per_node 2 train.py", steps=4, start=100)
+    trainsleuth probe --steps 8 -- python train.py --config configs/base.yaml
+
+runs the command exactly as given (also `accelerate launch ...`, `python -m pkg.train`, a shell
+script) in the project's interpreter, in a scratch copy of the workspace (checkpoints and logs it
+writes land there; your files are left as found). An observer injected into every Python process it
+starts finds the optimizers and the models they train (HF `Trainer`, Lightning, a `Trainer(cfg).fit()`
+class, DDP and torch.compile wrappers, AMP and gradient accumulation included), watches optimizer
+steps `start .. start+steps-1` (default 1..8) of the real loop, then stops the run. No adapter, no
+replay, no fixed batch. One call gives, per parameter (named as in `model.named_parameters()`,
+prefixed by the model's name when several models train): the gradient norm at each observed step as
+the optimizer sees it (exactly zero is its own finding), the update size, whether any optimizer holds
+it, requires_grad; per module: gradient, update and activation scale; buffers and frozen tensors that
+changed; the first NaN/Inf's module and operation (forward, loss code or backward); loss and lr per
+step; and the findings, with a dead set named as a whole ("every weight of blocks.*.attn gets exactly
+0 gradient ...; proj_qkv and proj_out are all-zero: a product of zeros never moves"). The observed
+batches change from step to step, so a loss that does not go down is not judged (a rising or
+non-finite one is); what could not be seen (inside compiled code, say) is said in `notes`. Pass a
+small config so the run reaches its first steps quickly; `timeout_s` covers start-up.
+
+## Route 2: a training script through a scaffold (`scaffold`)
 
     probe_gradients(scaffold="train.py", script_args=["--batch_size=4", "--compile=False"])
     trainsleuth probe --scaffold train.py --script-args='--batch_size=4 --compile=False'
@@ -32,14 +52,13 @@ scheduler, the batch the model last saw, and the script's own loss: the model's 
 with the script's constant factor (e.g. `/ gradient_accumulation_steps`). Works for plain PyTorch
 loops, nanoGPT-style scripts and Hugging Face `Trainer` scripts. When the loss is built from the
 output with other code, the probe answers `scaffold_incomplete` with the script lines that build it:
-write `loss_fn` in the scaffold file and set `LOSS_FN = loss_fn`. Pass arguments that make the run
-small. A script given as an entrypoint (`train.py`, or `train.py:main` that trains) is refused with a
-message saying so.
+write `loss_fn` in the scaffold file and set `LOSS_FN = loss_fn`. Prefer `command` for a script.
 
-## Route 2: an entrypoint function
+## Route 3: an entrypoint function (A/B tests of a hypothesis)
 
 `entrypoint` is `path/to/file.py:function` (relative to the workspace) or `package.module:function`.
-The function takes no arguments and returns a mapping:
+The model runs a few real steps (default 8) on one fixed batch, in the project's own interpreter, in
+a subprocess: what one change does, side by side. The function takes no arguments and returns a mapping:
 
 | key | required | meaning |
 |---|---|---|
@@ -81,8 +100,8 @@ def register(server: MCPServer, ctx: ServerContext) -> None:
     @server.resource(
         "probe://entrypoint",
         name="probe-entrypoint",
-        title="probe_gradients: entrypoint contract and script route",
-        description="What probe_gradients expects: an entrypoint function's mapping, or a training script to scaffold.",
+        title="probe_gradients: your training command, a script, or an entrypoint",
+        description="What probe_gradients takes: the training command you run, a script to scaffold, or an entrypoint function.",
         mime_type="text/markdown",
     )
     def entrypoint_resource() -> str:

@@ -450,14 +450,43 @@ class Observer:
             self._stepped.add(info.index)
             self._ever_stepped.add(info.index)
             info.steps += 1
-            if _closure_given(optimizer, args, kwargs):
+            # torch passes the hook the step's whole argument tuple: (optimizer, closure?)
+            closure_in_args = len(args) > 1 and callable(args[1])
+            closure = args[1] if closure_in_args else kwargs.get("closure")
+            if closure is not None:
                 info.closure_steps += 1
-            if self._observed(self.k):
-                if self._iter_t0 is None:
-                    self._iter_t0 = time.time()
-                self._losses_for(info)
-                self._call("before_step", info, self.k)
-        return None
+            if not self._observed(self.k):
+                return None
+            if self._iter_t0 is None:
+                self._iter_t0 = time.time()
+            if closure is None:
+                self._before_step(info)
+                return None
+            # step(closure) (LBFGS, Lightning): the forward and backward run inside the closure, after this
+            # hook; `before_step` waits for the closure's first evaluation, when the gradients are this step's
+            # and the weights have not moved yet.
+            wrapped = self._closure_then_before_step(closure, info)
+            if closure_in_args:
+                return (args[0], wrapped, *args[2:]), kwargs
+            return args, dict(kwargs, closure=wrapped)
+
+    def _before_step(self, info):
+        self._losses_for(info)
+        self._call("before_step", info, self.k)
+
+    def _closure_then_before_step(self, closure, info):
+        observer = self
+        state = {"first": True}
+
+        def closure_then_before_step(*a, **kw):
+            result = closure(*a, **kw)
+            if state["first"]:
+                state["first"] = False
+                with observer._lock:
+                    observer._before_step(info)
+            return result
+
+        return closure_then_before_step
 
     def _step_post(self, optimizer, args, kwargs):
         if self._finished or os.getpid() != self.pid:
@@ -649,13 +678,6 @@ class _TorchImportHook:
 
     def find_module(self, fullname, path=None):  # Python < 3.4 protocol; never used
         return None
-
-
-def _closure_given(optimizer, args, kwargs):
-    """optimizer.step(closure): the hook's args start with the optimizer itself, then the closure."""
-    if kwargs.get("closure") is not None:
-        return True
-    return any(callable(a) and a is not optimizer for a in args[:2])
 
 
 def _lr(group):

@@ -85,6 +85,8 @@ class ProbePlugin:
         self._iter_losses = []  # (optimizer index or None, loss) of the open iteration's backward passes
         self._closure = {}  # optimizer index -> closure steps seen (optimizer.step(closure): LBFGS)
         self._closure_open = set()
+        self._closure_evals = 0  # backward passes inside the open closure step
+        self.multi_eval = False  # a closure evaluated several times per step (LBFGS): a quasi-Newton step
         self._stepped = set()  # optimizers that stepped during the observed steps
         self.notes = []
         self.opt_losses = []  # per observed iteration: {optimizer index: summed loss}
@@ -289,8 +291,10 @@ class ProbePlugin:
 
     def backward(self, k, loss):
         self._close_loss_watch()
-        if not self._closure_open or not any(e[0] == "closure" for e in self._iter_losses):
-            self._iter_losses.append(("closure" if self._closure_open else None, loss))
+        if self._closure_open:  # a further evaluation inside optimizer.step(closure): not the step's loss
+            self._closure_evals += 1
+        else:
+            self._iter_losses.append((None, loss))
         t = self.obs.backward_tensor
         for w in self.watched:
             if w.rec.active:
@@ -309,29 +313,28 @@ class ProbePlugin:
                     self._start(w)
         ids = {id(p) for g in opt.param_groups for p in g["params"]}
         self._stepped.add(info.index)
+        # optimizer.step(closure): the observer calls this after the closure's first evaluation (this
+        # step's gradient, weights not moved yet); later evaluations (LBFGS) re-evaluate, they do not add up
         closure = info.closure_steps != self._closure.get(info.index, 0)
         self._closure[info.index] = info.closure_steps
-        if closure:  # the gradient is computed inside the step (LBFGS): read it after the step
+        if closure:
             self._closure_open.add(info.index)
         for w in self.watched:
             w.rec.add_optimizer(opt)
             if not any(id(p) in ids for _, p in w.rec.params):
                 continue
-            if closure:
-                w.rec.in_closure = True
-            else:
-                self.cleared += w.rec.read_grads(only=ids)
+            self.cleared += w.rec.read_grads(only=ids)
+            w.rec.in_closure = closure
             self.snaps[(info.index, id(w))] = w.rec.snapshot_params(only=ids)
 
     def after_step(self, info, k):
         closure = info.index in self._closure_open
         self._closure_open.discard(info.index)
-        opt = info.optimizer
-        ids = {id(p) for g in opt.param_groups for p in g["params"]} if opt is not None else set()
+        if closure:
+            self.multi_eval = self.multi_eval or self._closure_evals > 0
+            self._closure_evals = 0
         for w in self.watched:
-            if closure and w.rec.in_closure:
-                w.rec.in_closure = False
-                w.rec.read_grads(only=ids)  # the last evaluation's gradient, as the step left it
+            w.rec.in_closure = False
             snap = self.snaps.pop((info.index, id(w)), None)
             if snap is not None:
                 w.rec.measure_updates(snap, accumulate=True)
@@ -448,9 +451,8 @@ class ProbePlugin:
         stats["regimes"] = rules.regimes.detect(stats)
         several = self._several_losses()
         stats["loss_trend"] = not several
-        closure = any(self._closure.values())
-        stats["single_optimizer"] = len(self._stepped) <= 1 and not closure
-        if closure:  # a quasi-Newton step's size is set by its own search, not by a learning rate
+        stats["single_optimizer"] = len(self._stepped) <= 1 and not self.multi_eval
+        if self.multi_eval:  # a quasi-Newton step's size is set by its own search, not by a learning rate
             stats["update_ratio_rules"] = False
         self._coverage_notes(notes, watched, several)
         found = [self._at_iteration(f) for f in rules.analyze(stats, notes)]
@@ -522,11 +524,11 @@ class ProbePlugin:
                 f"The GradScaler skipped {self.skipped} optimizer step(s) (inf/NaN gradients at its scale, "
                 "normal while it finds its scale): their backward passes and losses are not counted."
             )
-        if any(self._closure.values()):
+        if self.multi_eval:
             notes.append(
-                "The optimizer steps with a closure (LBFGS style): the gradient is the last evaluation's "
-                "inside the step, the loss the first evaluation's; update sizes were not judged against a "
-                "learning rate (its own line search sets them)."
+                "The optimizer evaluates its closure several times per step (LBFGS style): the gradient and "
+                "loss are the first evaluation's; update sizes were not judged against a learning rate (its "
+                "own line search sets them)."
             )
         if self.cleared:
             notes.append(

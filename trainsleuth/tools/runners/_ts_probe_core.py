@@ -185,6 +185,7 @@ class Recorder(MeasureMixin):
         self.internal_errors = []
         self.measure_scale = False  # record each module's output RMS (the observer: first and last step)
         self.out_rms = {}
+        self.measured_at = []  # the steps (counted from the first) whose updates were measured
         self.in_closure = False  # inside optimizer.step(closure): backward passes re-evaluate, not accumulate
         self.discards = []  # per step: backward passes that found an earlier backward's gradient cleared
         self._step_discards = 0
@@ -472,6 +473,8 @@ class Recorder(MeasureMixin):
                 dot = float(torch.stack([tens.grad_dot(g, d) for g, d in pairs]).sum())
             del diffs, pairs
         at = self.steps_done - self.index_offset
+        if not self.measured_at or self.measured_at[-1] != self.steps_done:
+            self.measured_at.append(self.steps_done)
         if accumulate and at < len(self.predicted_changes) and self.predicted_changes[at] is not None:
             dot += self.predicted_changes[at]
         _put(self.predicted_changes, at, dot if math.isfinite(dot) else None)

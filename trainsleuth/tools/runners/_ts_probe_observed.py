@@ -183,6 +183,8 @@ def merge(parts, prefix):
         ),
         "predicted_changes": _combine([st["predicted_changes"] for _, st in parts], sum),
         "micro_backwards": _combine([st["micro_backwards"] for _, st in parts], max),
+        "discarded_micro": _combine([st.get("discarded_micro", []) for _, st in parts], sum),
+        "measured_at": sorted({i for _, st in parts for i in st.get("measured_at", [])}),
         "step_lrs": first["step_lrs"],
         "peak_lrs": first["peak_lrs"],
         "forward_origin": None,

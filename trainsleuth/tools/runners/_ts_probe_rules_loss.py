@@ -29,18 +29,25 @@ def loss_trend(losses, fixed_batch=True, step_offset=0, steps=None):
     if fixed_batch:
         rising = last > first * t["loss_diverge"] and first > 0 and last >= max(vals) * 0.999
         window_first, window_last = first, last
-    else:
-        k = max(1, len(vals) // 3)
-        window_first = sum(vals[:k]) / k
-        window_last = sum(vals[-k:]) / k
+    else:  # batches differ from step to step: every late loss must exceed every early one by the margin
+        if len(vals) < 6:
+            return []
+        k = max(2, len(vals) // 3)
+        window_first = max(vals[:k])
+        window_last = min(vals[-k:])
         rising = window_first > 0 and window_last > window_first * t["loss_diverge"]
     if rising:
         return [
             finding(
                 "loss_diverging",
                 "error",
-                f"The loss rises from {window_first:.4g} to {window_last:.4g} across probe steps "
-                f"(reference: the first steps' loss; threshold {t['loss_diverge']}x).",
+                (
+                    f"The loss rises from {window_first:.4g} to {window_last:.4g} across probe steps "
+                    f"(reference: the first steps' loss; threshold {t['loss_diverge']}x)."
+                    if fixed_batch
+                    else f"The loss rises: every one of the last {k} steps' losses (at least {window_last:.4g}) is "
+                    f"over {t['loss_diverge']}x every one of the first {k} (at most {window_first:.4g})."
+                ),
                 step=steps[0],
                 metric="loss",
                 evidence={

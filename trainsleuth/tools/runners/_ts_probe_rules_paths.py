@@ -33,7 +33,9 @@ except ImportError:  # the runner's own folder (user's interpreter)
 
 
 def grad_not_zeroed(trainable):
-    stale = [p for p in trainable if p.get("stale_steps")]
+    # a parameter no optimizer holds is never stepped, so its stale .grad does no harm (params_not_updated
+    # names it); optimizer.zero_grad() only clears what the optimizer holds
+    stale = [p for p in trainable if p.get("stale_steps") and p.get("in_optimizer") is not False]
     if not stale:
         return []
     first = min(min(p["stale_steps"]) for p in stale)
@@ -87,6 +89,18 @@ def zero_factors(trainable, grad_steps):
     return dead, (max(moved) + 1 if moved else 0)
 
 
+def _reached(p, trainable, grad_steps):
+    """Does gradient arrive at the output of `p`'s module (another parameter of it, its bias, gets some)?
+    Then `p`'s exactly-zero gradient comes from its own zero input, not from a zero above it."""
+    for q in trainable:
+        if q is p or q.get("module") != p.get("module"):
+            continue
+        norms = _grads(q, grad_steps) or []
+        if any(x is not None and _num(x) not in (None, 0.0) and _finite(x) for x in norms):
+            return True
+    return False
+
+
 def _parent(module):
     return module.rpartition(".")[0]
 
@@ -97,9 +111,11 @@ def role_key(name):
 
 
 def _factor_name(p):
-    """`proj_qkv.weight` -> `proj_qkv` (a module's weight is the module to a reader); other names stay."""
+    """`proj_qkv.weight` -> `proj_qkv` (a module's weight is the module to a reader); other names stay,
+    and so do numbered layers (`2.weight` of a Sequential)."""
     rel = _relative(p)
-    return rel[: -len(".weight")] if rel.endswith(".weight") else rel
+    short = rel[: -len(".weight")] if rel.endswith(".weight") else rel
+    return rel if short.isdigit() else short
 
 
 def _relative(p):
@@ -152,15 +168,18 @@ def _dead_product_findings(dead, lacking, reason, trainable, grad_steps):
         where = key or "the model"
         blocks = f" ({len(pars)} blocks)" if len(pars) > 1 else ""
         if len(factors) >= 2:
-            head = (
-                f"Every weight of {where}{blocks} gets exactly 0 gradient over {grad_steps} observed step(s)"
-                if all_weights
-                else f"{short_list(factors)} of {where}{blocks} get exactly 0 gradient over {grad_steps} observed step(s)"
-            )
-            msg = (
-                f"{head}; {_and(factors)} are all-zero: a product of zeros never moves (each zero factor "
-                "blocks the other's gradient)."
-            )
+            if all_weights:
+                msg = (
+                    f"Every weight of {where}{blocks} gets exactly 0 gradient over {grad_steps} observed step(s); "
+                    f"{_and(factors)} are all-zero: a product of zeros never moves (each zero factor blocks "
+                    "the other's gradient)."
+                )
+            else:
+                msg = (
+                    f"{_and(factors)} of {where}{blocks} are all-zero and get exactly 0 gradient over {grad_steps} "
+                    "observed step(s): a product of zeros never moves (each zero factor blocks the other's "
+                    "gradient)."
+                )
             hint = "initialise at most one factor of a product at zero (e.g. the output projection only)"
         else:
             msg = (
@@ -225,20 +244,35 @@ def no_gradient(stats, trainable, grad_steps, modules, notes):
                 continue
             lacking.add(p["name"])
             reason[p["name"]] = "cleared" if p.get("cleared_steps") else "zero"
+    out = []  # type: list
+    covered = set()
+    if not judged:  # a zero factor whose own module's output receives gradient is dead whatever blocks others
+        groups = {}  # type: dict
+        for p in dead:
+            groups.setdefault(role_key(_parent(p.get("module") or "")), []).append(p)
+        dead = [
+            p for ps in groups.values() if any(_reached(m, trainable, grad_steps) for m in ps) for p in ps
+        ]
+        for p in dead:
+            lacking.add(p["name"])
+            reason[p["name"]] = "zero"
+            if p["name"] in excused:
+                excused.remove(p["name"])
+    if dead:
+        found, covered = _dead_product_findings(dead, lacking, reason, trainable, grad_steps)
+        out += found
     if excused:
-        zero = [p["name"] for p in trainable if _is_factor(p) and _num(p.get("init_norm")) == 0.0]
+        named = {p["name"] for p in dead}
+        zero = [
+            p["name"]
+            for p in trainable
+            if _is_factor(p) and _num(p.get("init_norm")) == 0.0 and p["name"] not in named
+        ]
         notes.append(
             f"Zero-initialised weights ({short_list(zero)}) block the gradient of the layers below them "
             f"until their first update, which came at or after the last observed step; {short_list(excused)} "
             "were not judged for no_gradient: observe more steps."
         )
-    out = []  # type: list
-    if not lacking:
-        return out
-    covered = set()
-    if judged and dead:
-        found, covered = _dead_product_findings(dead, lacking, reason, trainable, grad_steps)
-        out += found
     rest = lacking - covered
     if not rest:
         return out
@@ -316,6 +350,9 @@ def params_not_updated(stats, trainable, grad_steps, rms, floor, top_rms, module
             if _finite(x) and _num(x) > 0 and (_num(x) / math.sqrt(max(1, p.get("numel", 1)))) > floor
         ]
         changed = p.get("changed_steps") or []
+        measured = stats.get("measured_at")
+        if measured is not None and not set(got) & set(measured):
+            continue  # no step where it had a gradient was measured (live mode measures every few steps)
         in_opt = p.get("in_optimizer", True) is not False
         lr_zero = _num(p.get("lr")) == 0
         if in_opt and not lr_zero and rms.get(p["name"], 0.0) < top_rms * 1e-3:

@@ -92,6 +92,7 @@ def summary(self, *, mode="loss_fn", fixed_batch=True):
         "term_grad_norms": {k: _f(v) for k, v in self.term_grad_norms.items()},
         "shared_params": self.shared_params,
         "updates_measured": self.updates_measured,
+        "measured_at": [i - self.index_offset for i in self.measured_at if i >= self.index_offset],
         "eval_during_training": self.eval_during_training,
         "inputs": self.inputs,
         "params": params,

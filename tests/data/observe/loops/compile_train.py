@@ -16,8 +16,9 @@ args = ap.parse_args()
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 1))
 nn.init.zeros_(net[4].weight)  # a zero-initialised output layer: fine on its own
-if args.zero_both:
-    nn.init.zeros_(net[2].weight)  # ... but with the layer before it zero too, neither ever moves
+if args.zero_both:  # ... but with the layer before it zero too (weight and bias), neither ever moves
+    nn.init.zeros_(net[2].weight)
+    nn.init.zeros_(net[2].bias)
 model = torch.compile(net, backend=args.backend)
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 x = torch.randn(256, 8)
