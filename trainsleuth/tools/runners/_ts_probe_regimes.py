@@ -211,7 +211,7 @@ def ema_targets(stats):
             continue
         wrote = [n for n in names if n in written and n not in self_copy]
         srcs = sorted({unit_of(obs, s) for n in wrote for s in sources.get(n, [])} - {label, None})
-        moved = [n for n in names if changed.get(n)]
+        moved = [n for n in names if changed.get(n) and n not in trained]  # not trained by hand either
         reads = [n for n in names if read.get(n)]
         kind = None
         if wrote and srcs:

@@ -246,7 +246,8 @@ def imbalance_rules(stats, steps):
         sq, n = acc.get(mod, (0.0, 0))
         acc[mod] = (sq + g * g * p["numel"], n + p["numel"])
         w = weight_rms(p)
-        if w and w >= t["min_init_rms"] and p.get("ndim", 0) >= 2:  # a bias has no scale it is stored at
+        # a bias is an offset, not a scale it is stored at (an output bias near 0 has a huge "relative" gradient)
+        if w and w >= t["min_init_rms"] and p["name"].rpartition(".")[2] != "bias":
             rels.setdefault(mod, []).append(g / w)
     mod_rms = {m: math.sqrt(sq / n) for m, (sq, n) in acc.items() if n and sq > 0}
     if len(mod_rms) < 3:
