@@ -221,3 +221,70 @@ def test_a_frozen_teacher_left_in_train_mode_is_named() -> None:
     teacher.eval()
     _, findings = _regimes_and_findings({"model": both, "batches": [torch.randn(64, 8)], "step_fn": step_fn})
     assert findings == []
+
+
+# ------------------------------------------------------------------- sparse gradients, every mode
+
+
+class _Bag(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.EmbeddingBag(200, 16, sparse=True)
+        self.fc = nn.Linear(16, 3)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.embedding(ids))
+
+
+def test_a_sparse_gradient_is_a_gradient_in_live_mode(tmp_path: Any) -> None:
+    import trainsleuth.probe
+    from trainsleuth.tools.probe import read_probe_run
+
+    torch.manual_seed(0)
+    model = _Bag()
+    sparse_opt = torch.optim.SparseAdam(list(model.embedding.parameters()), lr=1e-2)
+    dense_opt = torch.optim.Adam(model.fc.parameters(), lr=1e-2)
+    handle = trainsleuth.probe.attach(model, dense_opt, every=1, run_dir=tmp_path / "run")
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(6):
+        ids, y = torch.randint(0, 200, (32, 5), generator=gen), torch.randint(0, 3, (32,), generator=gen)
+        loss = F.cross_entropy(model(ids), y)
+        sparse_opt.zero_grad()
+        dense_opt.zero_grad()
+        loss.backward()
+        sparse_opt.step()
+        dense_opt.step()
+        handle.record_loss(loss)
+    handle.close()
+    report = read_probe_run(tmp_path / "run")
+    assert not [f for f in report.findings if f.code == "no_gradient"], report.findings
+    (row,) = [row for row in report.table if row["module"] == "embedding"]
+    assert row["grad_norm"] > 0  # read through the sparse gradient's stored values
+
+
+def test_a_sparse_gradient_is_a_gradient_in_the_entrypoint_probe() -> None:
+    torch.manual_seed(0)
+    model = _Bag()
+    opts = [
+        torch.optim.SparseAdam(list(model.embedding.parameters()), lr=1e-2),
+        torch.optim.Adam(model.fc.parameters()),
+    ]
+    ids, y = torch.randint(0, 200, (32, 5)), torch.randint(0, 3, (32,))
+
+    def step_fn(m: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        for o in opts:
+            o.zero_grad()
+        loss = F.cross_entropy(m(batch[0]), batch[1])
+        loss.backward()
+        for o in opts:
+            o.step()
+        return loss.detach()
+
+    stats = probe_runner.drive(
+        {"model": model, "batches": [(ids, y)], "step_fn": step_fn}, 4, _ts_probe_core, torch
+    )
+    embedding = next(p for p in stats["params"] if p["name"] == "embedding.weight")
+    assert all(isinstance(n, float) and n > 0 for n in embedding["grad_norms"])
+    assert embedding["changed_steps"] and stats["internal_errors"] == []
+    stats["regimes"] = _ts_probe_rules.regimes.detect(stats)
+    assert "sparse" in {r["name"] for r in stats["regimes"]}
