@@ -1,54 +1,23 @@
-"""The corpus's probe entrypoints (`tests/workloads/entrypoints/`) keep to the entrypoint contract.
+"""The whole workload corpus through the probe's entrypoints: 0 alarms on the healthy workloads, the regime
+each one is recognised as, and the regime in the report.
 
-Each builder is loaded the way `trainsleuth probe FILE.py:FUNCTION` loads it and driven by the probe's
-own runner for two steps in this process. What today's probe reports on them is measured, not asserted
-here (see the table in tests/workloads/SOURCES.md); the regime-aware rules will assert 0 alarms on the
-healthy ones and the manifest's finding on the broken ones.
+Each builder (`tests/workloads/entrypoints/healthy.py`, hand-written; `scripts.py`, the script captured at
+its first step as `trainsleuth probe --scaffold` does) is loaded the way `trainsleuth probe FILE.py:FN`
+loads it, driven by the probe's own runner for the probe's default 8 steps (a workload whose script takes
+fewer, L-BFGS's 4, for that many) in this process, and judged by the rules with the regimes the probe
+detected. The broken twins are in `test_workload_twins.py`; the command form
+(`trainsleuth probe -- python tests/workloads/X.py`) in `test_workload_commands.py`.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from workload_probe import MANIFEST, _functions, expected_regimes, probe
 
-from trainsleuth.tools.runners import _ts_entrypoint, _ts_probe_core, probe_runner
-
-ENTRYPOINTS = Path(__file__).resolve().parent / "workloads" / "entrypoints"
-
-
-def _functions(file: str, attr: str) -> list[str]:
-    spec = importlib.util.spec_from_file_location(f"_entrypoints_{file}", ENTRYPOINTS / f"{file}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return [f.__name__ for f in getattr(module, attr)]
-
-
-# Probe bugs these entrypoints expose today (issue 28), kept visible: each flips to a failure once fixed.
-_SPARSE_GRAD = (
-    "the probe takes linalg_vector_norm of a sparse gradient (nn.EmbeddingBag(sparse=True)) and fails"
-)
-KNOWN_PROBE_BUGS = {
-    (
-        "healthy",
-        "gcn",
-    ): "the probe applies aten::ne to a sparse COO input (the adjacency passed to forward) and fails",
-    ("healthy", "sparse_embedding_sparseadam"): _SPARSE_GRAD,
-    ("broken_twins", "sparse_embedding_not_in_optimizer"): _SPARSE_GRAD,
-}
-CASES = [
-    pytest.param(kind, fn, marks=pytest.mark.xfail(strict=True, reason=KNOWN_PROBE_BUGS[(kind, fn)]))
-    if (kind, fn) in KNOWN_PROBE_BUGS
-    else (kind, fn)
-    for kind, attr in (("healthy", "HEALTHY"), ("broken_twins", "BROKEN"))
-    for fn in _functions(kind, attr)
-]
+from trainsleuth.tools.runners import _ts_probe_rules
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -59,14 +28,26 @@ def one_thread() -> Any:
     torch.set_num_threads(before)
 
 
-def test_every_broken_twin_has_an_entrypoint() -> None:
-    twins = {p.stem for p in (ENTRYPOINTS.parent / "broken").glob("*.py")}
-    assert set(_functions("broken_twins", "BROKEN")) == twins
+HEALTHY = [("healthy", fn) for fn in _functions("healthy", "HEALTHY")] + [
+    ("scripts", fn) for fn in _functions("scripts", "SCRIPTS")
+]
 
 
-@pytest.mark.parametrize(("file", "fn"), CASES)
-def test_entrypoint_drives(file: str, fn: str) -> None:
-    contract = _ts_entrypoint.load_contract(f"{ENTRYPOINTS / file}.py:{fn}")
-    stats = probe_runner.drive(contract, 2, _ts_probe_core, torch)
+def test_every_healthy_workload_is_probed() -> None:
+    assert {fn for _, fn in HEALTHY} == {w.name for w in MANIFEST.HEALTHY}
+
+
+@pytest.mark.parametrize(("file", "fn"), HEALTHY, ids=[fn for _, fn in HEALTHY])
+def test_healthy_workload_is_quiet_in_its_regime(file: str, fn: str) -> None:
+    stats, findings, _ = probe(file, fn)
+    alarms = [(f["code"], f["module"], f["message"]) for f in findings if f["severity"] != "info"]
+    assert alarms == [], alarms
     assert stats["internal_errors"] == []
-    assert stats["steps"] == 2, stats.get("stopped")
+    detected = {r["name"] for r in stats["regimes"]}
+    assert expected_regimes(fn) <= detected, (fn, detected)
+    sentence = _ts_probe_rules.regimes.sentence(stats["regimes"])
+    assert sentence.startswith("Assumed regime: ")
+    for name in expected_regimes(fn):
+        assert name in sentence
+    if not detected & {"adversarial", "rl"}:
+        assert "supervised" in detected  # one loss that should go down: every rule applies

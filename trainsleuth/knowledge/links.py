@@ -17,6 +17,13 @@ CODE_LINKS: dict[str, list[str]] = {
     "loss_broadcast": ["loss-reduction-mismatch"],
     "initial_loss_off": ["bad-initialisation"],
     "train_mode_off": ["train-eval-mode"],
+    # gradient probe: regime-aware rules (issue 28)
+    "target_network_shared": ["target-network-copy"],
+    "target_not_updated": ["target-network-copy"],
+    "target_receives_gradient": ["target-network-copy", "accidental-detach"],
+    "teacher_in_train_mode": ["train-eval-mode"],
+    "loss_term_wrong_sign": ["loss-term-sign"],
+    "advantage_not_detached": ["advantage-not-detached"],
     "dropout_in_eval": ["train-eval-mode"],
     "grad_accumulation_mismatch": ["grad-accumulation-scaling", "missing-zero-grad", "ddp-no-sync-misuse"],
     # ----------------------------------------------------------------- gradient probe

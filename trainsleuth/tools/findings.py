@@ -73,6 +73,13 @@ EXTRA_CODES: set[str] = {
     "resume_not_restored",
     # analyze_training_log: the learning-rate schedule (issue 22 item 7, the agent benchmark's warmup_schedule)
     "lr_warmup_unfinished",
+    # probe: regime-aware rules (issue 28): target/EMA copies, frozen teachers, KL sign, advantages
+    "target_network_shared",
+    "target_not_updated",
+    "target_receives_gradient",
+    "teacher_in_train_mode",
+    "loss_term_wrong_sign",
+    "advantage_not_detached",
 }
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}

@@ -6,9 +6,8 @@ advantage of likely actions large, against its own regression loss. Training run
 even rise for a while; the critic's estimates are biased.
 
 Module: `value_head` (the critic; it receives gradient from the policy loss term).
-Expected finding: none of findings.md fits; PROPOSED new code `advantage_not_detached` ("the
-advantage/baseline in a policy-gradient loss carries gradient into the critic or baseline network"),
-on `value_head`.
+Expected finding: `advantage_not_detached` (added for this corpus: "the advantage/baseline in a
+policy-gradient loss carries gradient into the critic or baseline network"), on `value_head`.
 """
 
 from __future__ import annotations

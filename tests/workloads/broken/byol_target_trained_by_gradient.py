@@ -7,9 +7,8 @@ loss on top of its EMA update: BYOL without its stop-gradient, which the paper s
 
 Module: `target_encoder` and `target_projector` (the EMA copies; they receive gradients and are
 moved by the optimizer).
-Expected finding: none of findings.md fits; PROPOSED new code `target_receives_gradient` ("a network
-updated as an EMA/copy of another also receives gradient or optimizer updates"), on
-`target_encoder`/`target_projector`.
+Expected finding: `target_receives_gradient` (added for this corpus: "a network updated as an
+EMA/copy of another also receives gradient or optimizer updates"), on `target_encoder`/`target_projector`.
 """
 
 from __future__ import annotations

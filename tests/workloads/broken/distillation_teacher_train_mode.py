@@ -6,10 +6,9 @@ samples instead of the teacher's predictions) and its batch-norm layers normalis
 statistics and keep overwriting their running statistics.
 
 Module: `teacher` (its `BatchNorm1d` layers `net.2`, `net.6` and `Dropout` layers `net.4`, `net.8`).
-Expected finding: none of findings.md fits (`train_mode_off` is the opposite case, `dropout_in_eval`
-is about the user's evaluation step); PROPOSED new code `teacher_in_train_mode` ("a frozen module used
-only under no_grad as a teacher/target is in training mode: dropout active, batch-norm statistics
-updating"), on `teacher`.
+Expected finding: `teacher_in_train_mode` (added for this corpus: "a frozen module used only under
+no_grad as a teacher/target is in training mode: dropout active, batch-norm statistics updating"; not
+`train_mode_off`, the opposite case, nor `dropout_in_eval`, the user's evaluation step), on `teacher`.
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ the very network being trained, so it moves with every update; the periodic "cop
 target is still computed under `no_grad`, so no gradient flows through it and nothing crashes.
 
 Module: `policy_net` (its forward under `no_grad` serves as the target: there is no separate copy).
-Expected finding: none of findings.md fits; PROPOSED new code `target_network_shared` ("a target/EMA
-network used under no_grad is the same object, or shares its parameters, with the network being
-trained"), on `policy_net`.
+Expected finding: `target_network_shared` (added for this corpus: "a target/EMA network used under
+no_grad is the same object, or shares its parameters, with the network being trained"), on `policy_net`.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ initial weights for the whole run; the consistency loss then pulls the student t
 network. Nothing crashes and the student's supervised loss still falls.
 
 Module: `ema_model` (the teacher; it is never updated by anything).
-Expected finding: none of findings.md fits (`params_not_updated` is for parameters that get a
-gradient); PROPOSED new code `target_not_updated` ("an EMA/target copy used under no_grad never
-changes while the network it should follow trains"), on `ema_model`.
+Expected finding: `target_not_updated` (added for this corpus: "an EMA/target copy used under no_grad
+never changes while the network it should follow trains"; `params_not_updated` is for parameters that
+get a gradient), on `ema_model`.
 """
 
 from __future__ import annotations

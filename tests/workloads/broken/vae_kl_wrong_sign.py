@@ -6,10 +6,9 @@ log-variance head is pushed towards extreme values. The total loss keeps going d
 below), so a "loss decreases" check passes.
 
 Module: the encoder's heads `fc21` (mean) and `fc22` (log-variance), which the KL term drives.
-Expected finding: none of findings.md fits exactly (the symptoms may later show as
-`exploding_gradients` or `nonfinite_loss`); PROPOSED new code `loss_term_wrong_sign` ("a term that is
-a divergence (non-negative by construction) is subtracted from the loss, so minimising the loss
-maximises it"), on `fc21`/`fc22`.
+Expected finding: `loss_term_wrong_sign` (added for this corpus: "a term that is a divergence
+(non-negative by construction) is subtracted from the loss, so minimising the loss maximises it"), on
+`fc21`/`fc22`; the symptoms may later show as `exploding_gradients` or `nonfinite_loss`.
 """
 
 from __future__ import annotations

@@ -66,6 +66,10 @@ class ProbeOutput(AnalysisOutput):
     nonfinite: dict[str, Any] | None = Field(
         default=None, description="first NaN/Inf: step, module, operation"
     )
+    regimes: list[dict[str, str]] = Field(
+        default_factory=list, description="the kinds of training recognised (name, because, effects)"
+    )
+    regime: str = Field(default="", description="one sentence: the regime assumed and what it changed")
 
     def render_text(self) -> str:
         from trainsleuth.tools.probe.report import ProbeReport, render_report

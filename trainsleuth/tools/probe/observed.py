@@ -135,6 +135,8 @@ def probe_command(
         n_params=section.get("n_params"),
         state=section.get("state") or {},
         nonfinite=section.get("nonfinite"),
+        regimes=[{k: str(v) for k, v in r.items()} for r in section.get("regimes") or []],
+        regime=str(section.get("regime") or ""),
         fixed_batch=False,
         duration_s=rep.get("elapsed_s"),
     )

@@ -59,6 +59,8 @@ class ProbeReport(BaseModel):
     n_params: int | None = None
     state: dict[str, Any] = Field(default_factory=dict)
     nonfinite: dict[str, Any] | None = None
+    regimes: list[dict[str, str]] = Field(default_factory=list)  # name, because, effects
+    regime: str = ""  # one sentence: the regime assumed and what it changed
 
     @property
     def healthy(self) -> bool:
@@ -185,6 +187,8 @@ def run_probe(
         requested_steps=steps,
         stopped=payload.get("stopped"),
         notes=list(payload.get("notes") or []),
+        regimes=[{k: str(v) for k, v in r.items()} for r in payload.get("regimes") or []],
+        regime=str(payload.get("regime") or ""),
     )
 
 
@@ -241,6 +245,8 @@ def render_report(report: ProbeReport, *, max_rows: int = 40) -> str:
                 for m in report.models
             )
         )
+    if report.regime:
+        lines.append(report.regime)
     if report.stopped:
         lines.append(f"Stopped early: {report.stopped}")
     for f in report.findings:

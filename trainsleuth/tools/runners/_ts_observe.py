@@ -197,6 +197,7 @@ class Observer:
         self.k = 1  # the open iteration
         self._stepped = set()
         self._ever_stepped = set()
+        self._last_round = set()  # the optimizers that stepped in the last completed iteration
         self.iterations = []
         self._pending_losses = []
         self.backward_tensor = None  # during a plugin's backward(): the loss tensor with its graph
@@ -528,7 +529,10 @@ class Observer:
                 and any(p.requires_grad for g in i.optimizer.param_groups for p in g["params"])
             }
             return alive or set(self._stepped)
-        return set(self._ever_stepped)
+        # the last round, not every optimizer that ever stepped: after a phase ends (a teacher trained first,
+        # a warm-up optimizer) its optimizer no longer steps, and waiting for it would make every later
+        # iteration end only at the next step's pre-hook, after that step's backward
+        return set(self._last_round) or set(self._ever_stepped)
 
     def _observed(self, k):
         return self.start <= k <= self.last
@@ -567,6 +571,7 @@ class Observer:
             ]
             self._call("end", k)
             self._progress(k)
+        self._last_round = set(self._stepped)
         self._stepped = set()
         self._iter_t0 = None
         self.k = k + 1

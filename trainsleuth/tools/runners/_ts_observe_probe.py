@@ -26,7 +26,8 @@ import _ts_probe_core as core
 import _ts_probe_rules as rules
 import _ts_probe_tensors as tens
 import torch
-from _ts_probe_observed import StateWatch, merge, param_rows, unwrap
+from _ts_probe_observed import StateWatch, _pre, clean_name, merge, param_rows, unwrap
+from _ts_probe_watch import RegimeWatch
 
 MAX_NOTES = 30
 
@@ -90,6 +91,9 @@ class ProbePlugin:
         self.notes = []
         self.opt_losses = []  # per observed iteration: {optimizer index: summed loss}
         self._loader_patch = None
+        # what tells the regime (adversarial pair, RL, closure, KL, EMA/target copies, frozen teachers):
+        # every root the run calls is a unit, trained or not (`_ts_probe_watch`)
+        self.regime = RegimeWatch([], fires=self._fires, internal=self._regime_error)
 
     # ------------------------------------------------------------------ set-up and discovery
 
@@ -205,6 +209,7 @@ class ProbePlugin:
     def root_seen(self, info):
         if not self.obs._observed(self.obs.k):
             return
+        self.regime.add_unit(info.label, unwrap(info.module)[0])
         self._track_state(info)
         w = self._consider(info)
         if w is None or w.rec.handles:
@@ -226,6 +231,7 @@ class ProbePlugin:
             self._consider(root, held)
         for w in self.watched:
             self._start(w)
+        self._regime_begin()
 
     def _start(self, w):
         if not w.rec.handles:
@@ -249,6 +255,7 @@ class ProbePlugin:
         """The loss contract (first observed iteration), from its batch or first forward to its backward."""
         if self._watch_done or self.loss_watch is not None or self.pos is None:
             return
+        self.regime.close_window()  # the loss watch's mode goes above, never over, the regime's window
         w = w or (self.watched[0] if self.watched else None)
         if w is None:  # no model known yet (its first forward comes after the batch): keep the batch
             self._pending_batches = [*self._pending_batches[-3:], batch]
@@ -356,6 +363,7 @@ class ProbePlugin:
         for w in self.watched:
             if w.rec.active:
                 w.rec.end_step(total)
+        self.regime.end_step(self.pos)
         if k >= self.obs.last:
             self._detach()
 
@@ -371,6 +379,39 @@ class ProbePlugin:
         for w in self.watched:
             w.rec.detach()
             w.rec.active = False
+        self.regime.detach()
+
+    # ------------------------------------------------------------------ the regime's observations
+
+    def _regime_begin(self):
+        for root in self.obs.roots:
+            module, _ = unwrap(root.module)
+            self.regime.add_unit(root.label, module)
+        if not self.regime._attached:
+            self.regime.attach()
+        self.regime.begin_step(self.pos)
+
+    def _fires(self):
+        return {id(p): s.fires for w in self.watched for (_, p), s in zip(w.rec.params, w.rec.pstats)}  # noqa: B905
+
+    def _regime_error(self, exc):
+        self._note(f"the regime watch failed: {type(exc).__name__}: {exc}"[:300])
+
+    def _regime_observations(self, watched, prefix):
+        """stats["regime_obs"], its parameters named as the merged statistics name them."""
+        name_of, prefixes = {}, {}  # type: dict, dict
+        trained = {id(w.module) for w in watched}
+        for w in watched:
+            prefixes[w.root.label] = w.root.label + "." if prefix else ""
+            for n, p in w.rec.params:
+                name_of.setdefault(id(p), _pre(w.root.label, n, prefix) if prefix else clean_name(n))
+        for label, module in self.regime.units:
+            if id(module) in trained:
+                continue
+            prefixes.setdefault(label, label + ".")
+            for n, p in module.named_parameters():
+                name_of.setdefault(id(p), f"{label}.{clean_name(n)}")
+        return self.regime.observations(name_of, prefixes)
 
     # ------------------------------------------------------------------ the report
 
@@ -397,6 +438,8 @@ class ProbePlugin:
         }
         if not watched:
             held = self._held()
+            section["regimes"] = rules.regimes.detect({"regime_obs": self._regime_observations([], False)})
+            section["regime"] = rules.regimes.sentence(section["regimes"])
             section["findings"] = list(self.contract_findings)
             section["notes"] = [
                 *notes,
@@ -410,6 +453,8 @@ class ProbePlugin:
             [(w.root.label, w.rec.summary(mode="observed", fixed_batch=False)) for w in watched], prefix
         )
         stats["contract_findings"] = list(self.contract_findings)
+        stats["regime_obs"] = self._regime_observations(watched, prefix)
+        stats["regimes"] = rules.regimes.detect(stats)
         several = self._several_losses()
         stats["loss_trend"] = not several
         stats["single_optimizer"] = len(self._stepped) <= 1 and not self.multi_eval
@@ -419,6 +464,8 @@ class ProbePlugin:
         found = [self._at_iteration(f) for f in rules.analyze(stats, notes)]
         section.update(
             {
+                "regimes": stats["regimes"],
+                "regime": rules.regimes.sentence(stats["regimes"]),
                 "findings": found,
                 "notes": notes,
                 "losses": stats["losses"],

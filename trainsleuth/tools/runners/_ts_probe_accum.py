@@ -35,8 +35,8 @@ def _cos_ratio(a, b):
     for x, y in zip(a, b):  # noqa: B905
         if x is None or y is None:
             continue
-        x = x.double()
-        y = y.double()
+        x = (x.to_dense() if x.layout != torch.strided else x).double()  # a sparse gradient
+        y = (y.to_dense() if y.layout != torch.strided else y).double()
         dot += float((x * y).sum())
         sa += float((x * x).sum())
         sb += float((y * y).sum())

@@ -270,7 +270,8 @@ class Recorder(MeasureMixin):
 
     def internal(self, exc):
         if len(self.internal_errors) < 5:
-            self.internal_errors.append(f"{type(exc).__name__}: {exc}")
+            first = (str(exc).strip().splitlines() or [""])[0]
+            self.internal_errors.append(f"{type(exc).__name__}: {first[:300]}")
 
     _internal = internal
 
@@ -479,7 +480,7 @@ class Recorder(MeasureMixin):
                     and self.params[i][1].grad.shape == olds[j].shape
                 ]
                 if pairs:  # one synchronisation for the whole model, not one per parameter
-                    dot = -float(torch.stack([(g.float() * d.float()).sum() for g, d in pairs]).sum())
+                    dot = -float(torch.stack([tens.grad_dot(g, d) for g, d in pairs]).sum())
                 del pairs
             numels = [o.numel() for o in olds]
             del olds, news
@@ -691,16 +692,18 @@ class Recorder(MeasureMixin):
             try:
                 s = self.pstats[i]
                 p = self.params[i][1]
-                if not s.fired and p.grad is not None and self.steps_done > 0 and not self.in_closure:
+                # a closure's first evaluation of a new step must find .grad cleared as well (L-BFGS's
+                # closure without zero_grad sums every evaluation into the direction it searches)
+                if not s.fired and p.grad is not None and self.steps_done > 0:
                     with torch.no_grad():
-                        if bool(p.grad.detach().ne(0).any()):
+                        if bool(tens.stored_values(p.grad.detach()).ne(0).any()):
                             s.stale = True
                 if s.fires and s.sumsq > 0 and not self.in_closure and self._discarded(i, p):
                     self._step_discards += 1
                 s.fired = True
                 s.fires += 1
-                with torch.no_grad():
-                    n = float(torch.linalg.vector_norm(grad.detach().float()))
+                with torch.no_grad():  # a sparse gradient is read through its stored values
+                    n = float(torch.linalg.vector_norm(tens.stored_values(grad.detach()).float()))
                 if not math.isfinite(n) and not tens.tensor_finite(grad):
                     s.nonfinite = True
                     owner = self.owner[i]
@@ -723,7 +726,7 @@ class Recorder(MeasureMixin):
             return True
         if i in self._discard_sample:
             with torch.no_grad():
-                return not bool(p.grad.detach().ne(0).any())
+                return not bool(tens.stored_values(p.grad.detach()).ne(0).any())
         return False
 
     def reset_micro(self):

@@ -35,9 +35,9 @@ class MeasureMixin:
         if t is None or t.numel() == 0 or t.is_complex():
             return
         with torch.no_grad():
-            x = t.detach().float()
+            x = tens.stored_values(t.detach()).float()  # a sparse input: its stored values, zeros counted
             if bool(torch.isfinite(x).all()):
-                self.module_input_rms[name] = round(float(x.pow(2).mean().sqrt()), 6)
+                self.module_input_rms[name] = round(math.sqrt(float(x.pow(2).sum()) / t.numel()), 6)
 
     def _input_stats(self, args, kwargs):
         slots = [(f"arg{i}", a) for i, a in enumerate(args)]
@@ -47,21 +47,26 @@ class MeasureMixin:
                 for j, t in enumerate(tens.float_tensors(obj)):
                     if t.numel() == 0 or t.is_complex():
                         continue
-                    x = t.detach().float()
+                    x = tens.stored_values(t.detach()).float()
                     fin = torch.isfinite(x)
                     if not bool(fin.all()):
                         x = x[fin]
                     if x.numel() == 0:
                         continue
+                    # a sparse input (a graph's adjacency) counts its absent entries as zeros
+                    n = t.numel() if t.layout != torch.strided else x.numel()
+                    mean = float(x.sum()) / n
+                    rms = math.sqrt(float(x.pow(2).sum()) / n)
+                    var = float(((x - mean) ** 2).sum()) + (n - x.numel()) * mean * mean
                     name = slot if j == 0 else f"{slot}[{j}]"
                     self.inputs.append(
                         {
                             "name": name,
                             "shape": list(t.shape),
                             "dtype": str(t.dtype).replace("torch.", ""),
-                            "mean": round(float(x.mean()), 6),
-                            "std": round(float(x.std()), 6) if x.numel() > 1 else 0.0,
-                            "rms": round(float(x.pow(2).mean().sqrt()), 6),
+                            "mean": round(mean, 6),
+                            "std": round(math.sqrt(max(0.0, var) / (n - 1)), 6) if n > 1 else 0.0,
+                            "rms": round(rms, 6),
                             "absmax": round(float(x.abs().max()), 6),
                         }
                     )
@@ -131,7 +136,12 @@ class MeasureMixin:
             shared = [
                 j
                 for j in range(len(trainable))
-                if sum(1 for g in per_term.values() if g[j] is not None and bool(g[j].ne(0).any())) >= 2
+                if sum(
+                    1
+                    for g in per_term.values()
+                    if g[j] is not None and bool(tens.stored_values(g[j]).ne(0).any())
+                )
+                >= 2
             ]
             self.shared_params = len(shared)
             if not shared:
@@ -141,7 +151,7 @@ class MeasureMixin:
                 for j in shared:
                     g = term_grads[j]
                     if g is not None:
-                        sq += float(torch.linalg.vector_norm(g.float())) ** 2
+                        sq += float(torch.linalg.vector_norm(tens.stored_values(g).float())) ** 2
                 self.term_grad_norms[name] = math.sqrt(sq)
         finally:
             self.paused = False

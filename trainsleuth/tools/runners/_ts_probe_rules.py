@@ -16,17 +16,21 @@ import math
 import statistics
 
 try:
+    from . import _ts_probe_regimes as regimes
     from . import _ts_probe_rules_activations as act_rules
     from . import _ts_probe_rules_loss as loss_rules
     from . import _ts_probe_rules_nonfinite as nf_rules
     from . import _ts_probe_rules_paths as path_rules
+    from . import _ts_probe_rules_regimes as regime_rules
     from . import _ts_probe_rules_scale as scale_rules
     from ._ts_probe_util import MAX_LISTED, THRESHOLDS, _f, _finite, _num, display, finding, highest_modules
 except ImportError:  # the runner's own folder (user's interpreter)
+    import _ts_probe_regimes as regimes  # type: ignore[no-redef]
     import _ts_probe_rules_activations as act_rules  # type: ignore[no-redef]
     import _ts_probe_rules_loss as loss_rules  # type: ignore[no-redef]
     import _ts_probe_rules_nonfinite as nf_rules  # type: ignore[no-redef]
     import _ts_probe_rules_paths as path_rules  # type: ignore[no-redef]
+    import _ts_probe_rules_regimes as regime_rules  # type: ignore[no-redef]
     import _ts_probe_rules_scale as scale_rules  # type: ignore[no-redef]
     from _ts_probe_util import (  # type: ignore[no-redef]
         MAX_LISTED,
@@ -51,6 +55,8 @@ def analyze(stats, notes=None):
     `notes` (a list) receives plain sentences about what could not be judged and why.
     """
     notes = notes if notes is not None else []
+    if stats.get("regime_obs") and "regimes" not in stats:
+        stats["regimes"] = regimes.detect(stats)  # the regime every rule below is judged against
     out = list(stats.get("contract_findings") or [])
     losses = [_num(x) for x in stats.get("losses", [])]
     valid_steps = stats.get("valid_steps", len(losses))
@@ -72,6 +78,7 @@ def analyze(stats, notes=None):
     grad_steps = max(0, int(valid_steps or 0))
     out += path_rules.grad_not_zeroed(trainable)
     out += path_rules.mode_rules(stats)
+    out += regime_rules.regime_rules(stats)
     out += path_rules.accumulation_rules(stats)
     if grad_steps <= 0:
         out += act_rules.activation_rules(stats)
@@ -90,7 +97,7 @@ def analyze(stats, notes=None):
     out += loss_rules.trend_rules(stats, grad_steps, losses, updates, notes)
     out += act_rules.input_rules(stats)
     out += act_rules.activation_rules(stats)
-    return out
+    return regime_rules.discount(out, stats, notes)
 
 
 __all__ = [
@@ -107,4 +114,5 @@ __all__ = [
     "loss_trend",
     "math",
     "module_grad_rms",
+    "regimes",
 ]

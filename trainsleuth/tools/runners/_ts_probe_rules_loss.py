@@ -84,10 +84,20 @@ def predicted_drop(stats, steps, losses):
     return -sum(pcs) / abs(first)
 
 
+NON_STATIONARY = {
+    "adversarial": "in an adversarial pair neither network's loss is meant to go down",
+    "rl": "returns and advantages change with the policy at every step",
+}
+
+
 def trend_rules(stats, steps, losses, update_findings, notes):
     if not (stats.get("updates_measured") or stats.get("mode") == "step_fn"):
         return []
     if stats.get("loss_trend") is False:  # several losses, one per optimizer: no single series to judge
+        return []
+    moving = [NON_STATIONARY[r["name"]] for r in stats.get("regimes") or [] if r["name"] in NON_STATIONARY]
+    if moving:
+        notes.append(f"The loss trend is not judged: {'; '.join(moving)}.")
         return []
     found = loss_trend(losses[:steps], fixed_batch=stats.get("fixed_batch", True))
     flat = [f for f in found if f["code"] == "loss_not_decreasing"]

@@ -464,10 +464,18 @@ def mode_rules(stats):
     return out
 
 
+def _steps_within_a_step(stats):
+    """A step_fn that steps optimizers several times (a critic's 5 steps, PPO's minibatch epochs) or with a
+    closure (L-BFGS re-evaluates): a backward after an optimizer step is a new step, not a micro-batch."""
+    opts = (stats.get("regime_obs") or {}).get("optimizers") or []
+    taken = sum(o.get("steps", 0) for o in opts)
+    return any(o.get("closure_steps") for o in opts) or taken > max(1, int(stats.get("steps") or 0))
+
+
 def discarded_micro_batches(stats):
     """Without the replayed check (the user's own loop): a later backward of one optimizer step found the
     gradient of an earlier backward cleared (zero_grad inside the accumulation loop)."""
-    if stats.get("accumulation") or stats.get("single_optimizer") is False:
+    if stats.get("accumulation") or stats.get("single_optimizer") is False or _steps_within_a_step(stats):
         return []
     steps = [i for i, n in enumerate(stats.get("discarded_micro") or []) if n]
     if not steps:

@@ -122,7 +122,19 @@ def gradient_scale_rules(stats, steps):
     invariant = scale_invariant_modules(stats)
     rows = [r for r in _weights(stats, steps) if r[3] is not None and r[0].get("module") not in invariant]
     worst = max(rows, key=lambda r: r[3], default=None)
-    rel_bad = worst is not None and worst[3] >= t["explode_relative"]
+    # relative to its peers too: a loss summed over a batch and every pixel makes every weight's relative
+    # gradient large (a VAE's heads a little more); an explosion stands out, or is everywhere
+    peers = sorted(r[3] for r in rows if r is not worst)
+    peer_med = statistics.median(peers) if peers else None
+    rel_bad = (
+        worst is not None
+        and worst[3] >= t["explode_relative"]
+        and (
+            peer_med is None
+            or worst[3] >= t["explode_peer_ratio"] * peer_med
+            or peer_med >= t["explode_relative"]
+        )
+    )
     # --- through depth, within groups of repeated blocks
     vanish = explode_depth = None
     for role, grp in depth_groups(stats, steps).items():
@@ -153,6 +165,8 @@ def gradient_scale_rules(stats, steps):
                     "weight_rms": _f(w),
                     "relative": _f(rel),
                     "threshold_relative": t["explode_relative"],
+                    "peer_median_relative": _f(peer_med) if peer_med is not None else None,
+                    "threshold_peer_ratio": t["explode_peer_ratio"],
                 }
             )
         if explode_depth:
@@ -232,7 +246,8 @@ def imbalance_rules(stats, steps):
         sq, n = acc.get(mod, (0.0, 0))
         acc[mod] = (sq + g * g * p["numel"], n + p["numel"])
         w = weight_rms(p)
-        if w and w >= t["min_init_rms"]:
+        # a bias is an offset, not a scale it is stored at (an output bias near 0 has a huge "relative" gradient)
+        if w and w >= t["min_init_rms"] and p["name"].rpartition(".")[2] != "bias":
             rels.setdefault(mod, []).append(g / w)
     mod_rms = {m: math.sqrt(sq / n) for m, (sq, n) in acc.items() if n and sq > 0}
     if len(mod_rms) < 3:
@@ -304,11 +319,42 @@ def _loss_improves(losses):
     return vals[-1] < vals[0] and max(vals) <= vals[0] * THRESHOLDS["loss_diverge"]
 
 
+ACCUMULATING = ("Adagrad", "Adadelta")
+
+
+def step_rules(stats):
+    """{param: its optimizer's step rule} where the usual band does not apply: "closure" (a line search
+    picks the step), "accumulating" (Adagrad/Adadelta: sign-like first steps that then shrink), "sparse"
+    (rows of a table move only when their ids appear)."""
+    obs = stats.get("regime_obs") or {}
+    opts = {o["index"]: o for o in obs.get("optimizers", [])}
+    out = {}
+    for name, idx in (obs.get("param_optimizers") or {}).items():
+        for i in idx:
+            o = opts.get(i) or {}
+            if o.get("closure_steps") or o.get("type") == "LBFGS":
+                out[name] = "closure"
+            elif o.get("type") in ACCUMULATING:
+                out.setdefault(name, "accumulating")
+    for name in obs.get("sparse_grads") or []:
+        out[name] = "sparse"
+    return out
+
+
 def update_rules(stats, steps, losses):
-    """Learning rate too high / too low from ||dW||/||W|| per weight, scaled to the schedule's peak lr."""
+    """Learning rate too high / too low from ||dW||/||W|| per weight, scaled to the schedule's peak lr,
+    judged against each optimizer's own step rule and the regime (`_ts_probe_regimes`)."""
     if not stats.get("updates_measured") or stats.get("update_ratio_rules") is False:
         return []
     t = THRESHOLDS
+    regimes = {r["name"] for r in stats.get("regimes") or []}
+    if "linear_model" in regimes:
+        return []  # the weights start far from their solution's scale; a too-large step shows in the loss
+    rule = step_rules(stats)
+    # non-stationary objectives: no fixed-batch loss can show instability, so only a rewrite of half a
+    # weight per step (which no optimizer survives) is called too high
+    median_high = t["update_high"] if regimes & {"adversarial", "rl"} else t["update_median_high"]
+    first_steps = []
     invariant = scale_invariant_modules(stats)
     step_lrs = stats.get("step_lrs") or []
     peaks = stats.get("peak_lrs") or []
@@ -322,6 +368,14 @@ def update_rules(stats, steps, losses):
         ):
             continue
         if p.get("module") in invariant or p.get("in_optimizer") is False:
+            continue
+        kind = rule.get(p["name"])
+        if kind in ("closure", "sparse"):
+            continue
+        if kind == "accumulating":  # its first step moves each weight by about lr: that is its whole rule
+            first = next((_num(x) for x in (p.get("update_ratios") or []) if _num(x)), None)
+            if first:
+                first_steps.append((first, p))
             continue
         gi = p.get("group")
         vals = []
@@ -338,18 +392,23 @@ def update_rules(stats, steps, losses):
             vals.append(x)
         if vals:
             ratios.append((sum(vals) / len(vals), p))
+    improves = _loss_improves(losses[:steps])
+    if first_steps:  # Adagrad/Adadelta: too high when the first step rewrites the weight whole
+        med_first = statistics.median(r[0] for r in first_steps)
+        if med_first > 1.0 or (not improves and med_first > t["update_high"]):
+            ratios += first_steps
     if not ratios:
         return []
     out = []
     med = statistics.median(r[0] for r in ratios)
     worst = max(ratios, key=lambda r: r[0])
     high = [r for r in ratios if r[0] > t["update_high"]]
-    improves = _loss_improves(losses[:steps])
     ref = "about 1e-3 is usual; published tools flag outside 1e-4..1e-1"
-    if med > t["update_median_high"] or (high and not improves):
+    judge_loss = not regimes & {"adversarial", "rl"}
+    if med > median_high or (high and not improves and judge_loss):
         why = (
             f"the median weight changes by {med:.3g} of its size per step"
-            if med > t["update_median_high"]
+            if med > median_high
             else f"{len(high)} weight(s) change by more than {t['update_high']} of their size per step while the loss does not improve"
         )
         out.append(
@@ -366,7 +425,7 @@ def update_rules(stats, steps, losses):
                     "worst_param": worst[1]["name"],
                     "worst_ratio": _f(worst[0]),
                     "n_params_above": len(high),
-                    "threshold_median": t["update_median_high"],
+                    "threshold_median": median_high,
                     "threshold": t["update_high"],
                     "loss_improves": improves,
                     "scaled_to_peak_lr": scaled_any,

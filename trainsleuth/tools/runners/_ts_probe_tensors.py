@@ -30,9 +30,42 @@ def float_tensors(obj):
             yield t
 
 
+SPARSE_COMPRESSED = tuple(
+    getattr(torch, name)
+    for name in ("sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")
+    if hasattr(torch, name)
+)
+
+
+def stored_values(t):
+    """The values a sparse tensor stores (COO duplicates summed), else the tensor itself.
+
+    Norms, finiteness and non-zero tests read these: a sparse gradient (`nn.Embedding(sparse=True)`,
+    `EmbeddingBag`) is a gradient whose absent entries are zeros, and most dense kernels refuse it."""
+    if t.layout == torch.sparse_coo:
+        return t.coalesce().values()
+    if t.layout in SPARSE_COMPRESSED:
+        return t.values()
+    return t
+
+
+def grad_dot(g, d):
+    """sum(g * d) for a gradient `g` (dense or sparse) and a dense update `d` of the same shape."""
+    if g.layout == torch.sparse_coo:
+        g = g.coalesce()
+        if g.sparse_dim() == 1 and g.indices().numel():
+            rows = d.index_select(0, g.indices()[0])
+            return (g.values().float() * rows.float()).sum()
+        return (g.to_dense().float() * d.float()).sum()
+    if g.layout != torch.strided:
+        return (g.to_dense().float() * d.float()).sum()
+    return (g.float() * d.float()).sum()
+
+
 def tensor_finite(t):
     """True when every element is finite. A finite sum proves it in one cheap pass."""
     with torch.no_grad():
+        t = stored_values(t)
         if t.numel() == 0:
             return True
         if bool(torch.isfinite(t.detach().sum())):

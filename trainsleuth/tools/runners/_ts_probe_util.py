@@ -13,6 +13,9 @@ THRESHOLDS = {
     # exploding_gradients: a weight's gradient RMS over its own RMS (one SGD step at lr 1e-3 would
     # change it by more than its size)
     "explode_relative": 1e3,
+    # ... and standing out: >= this many times the other weights' median relative gradient (unless that
+    # median is itself past explode_relative: then the explosion is everywhere)
+    "explode_peer_ratio": 10.0,
     # gradient_imbalance: a module's grad RMS over the median of the other modules' (both conditions)
     "imbalance_ratio": 100.0,
     # ... caused by its input scale (module input RMS over the median input RMS) ...

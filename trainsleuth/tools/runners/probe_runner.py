@@ -203,6 +203,7 @@ def drive(contract, steps, core, torch):
     """Take `steps` probe steps on the first batch and return the statistics summary."""
     import _ts_probe_accum
     import _ts_probe_contract
+    import _ts_probe_watch
 
     model = contract["model"]
     optimizer = contract.get("optimizer")
@@ -233,6 +234,8 @@ def drive(contract, steps, core, torch):
             "zero_grad, accumulation and scheduler calls are not seen; give step_fn to check them."
         )
     rec = core.Recorder(model, optimizer).attach()
+    # what tells the regime: optimizers, networks, the code after each step (step_fn only), the loss graph
+    regime = _ts_probe_watch.RegimeWatch.for_recorder(rec, after_step=step_fn is not None).attach()
     pre_existing = [n for n, p in model.named_parameters() if p.grad is not None]
     hooks = []
     state = {"snap": None}
@@ -246,6 +249,7 @@ def drive(contract, steps, core, torch):
     try:
         for k in range(steps):
             rec.begin_step(k)
+            regime.begin_step(k)
             watch = None
             if k == 0:
                 watch = _ts_probe_contract.LossWatch(rec, fixed, k)
@@ -288,6 +292,7 @@ def drive(contract, steps, core, torch):
                                 _user_call("scheduler.step", scheduler.step)
                         loss = total
                 finally:
+                    regime.close_window()  # before the loss watch's mode leaves the stack
                     if watch is not None:
                         watch.__exit__(None, None, None)
                         rec.watch_producers = False
@@ -298,9 +303,11 @@ def drive(contract, steps, core, torch):
                 stopped = f"probe step {k} was stopped before the loss ran: {exc.finding['message']}"
                 break
             ok = rec.end_step(loss, snap, terms)
+            regime.end_step(k)
             if not ok:
                 stopped = f"stopped after probe step {k}: the loss or a gradient became NaN/Inf, so later steps would be meaningless"
                 break
+        regime.detach()
         # activation statistics over the other batches (forward only, no parameter change)
         if rec.nonfinite_step is None and stopped is None and len(batches) > 1:
             plan = _replay_plan(rec.root_call, fixed, core) if step_fn is not None else None
@@ -332,10 +339,12 @@ def drive(contract, steps, core, torch):
         if contract.get("eval_fn") is not None and stopped is None:
             eval_check = _eval_mode_check(contract, model, fixed, core)
     finally:
+        regime.detach()
         rec.detach()
         for h in hooks:
             h.remove()
     stats = rec.summary(mode=mode, fixed_batch=True)
+    stats["regime_obs"] = regime.observations()
     stats["pre_existing_grads"] = pre_existing[:20]
     stats["device"] = str(device) if device is not None else "cpu"
     stats["contract_findings"] = contract_findings
@@ -387,7 +396,15 @@ def main(argv=None):
         _ts_entrypoint.write_result(args.result, payload)
         return 0
     notes = stats.get("notes", [])
+    stats["regimes"] = rules.regimes.detect(stats)
     findings = rules.analyze(stats, notes)
+    internal = stats.get("internal_errors") or []
+    if internal:
+        notes.append(
+            f"The probe's own measurements failed {len(internal)} time(s) on this model (first: {internal[0]}); "
+            "what they would have measured is missing from this report, so a clean report is not a clean bill "
+            "of health. Please report it."
+        )
     payload = {
         "ok": True,
         "findings": findings,
@@ -396,6 +413,8 @@ def main(argv=None):
         "layer_grad_rms": rules.layer_grad_rms(stats),
         "unknown_keys": contract.get("unknown_keys", []),
         "notes": notes,
+        "regimes": stats["regimes"],
+        "regime": rules.regimes.sentence(stats["regimes"]),
         "stopped": stats.get("stopped"),
         "environment": {
             "python": sys.executable,
