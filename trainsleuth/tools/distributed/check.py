@@ -58,7 +58,8 @@ class Difference(BaseModel):
 
 
 class DistributedReport(BaseModel):
-    entrypoint: str
+    entrypoint: str | None = None
+    command: str | None = Field(default=None, description="the user's own command, when it was observed")
     healthy: bool
     completed: bool = Field(
         default=True, description="false when the job crashed or hung before the case ended"
@@ -87,6 +88,10 @@ class DistributedReport(BaseModel):
     ranks: list[RankState] = Field(
         default_factory=list, description="every rank, when the job crashed or hung"
     )
+    processes: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="command form: each rank's process by node and rank, and how it ended",
+    )
     flight_recorder: FlightRecorderReport | None = None
     findings: list[Finding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -98,9 +103,9 @@ class DistributedReport(BaseModel):
         if not self.completed:
             state += " (the job did not finish)"
         lines = [
-            f"check_distributed {self.entrypoint}: {state} ({self.world_size} ranks, {self.backend}, "
-            f"{self.steps_taken} step(s), {self.duration_s:.1f}s)",
-            f"wrapper: {self.wrapper}; {self.sharding}",
+            f"check_distributed {self.command or self.entrypoint}: {state} ({self.world_size} ranks, "
+            f"{self.backend}, {self.steps_taken} step(s), {self.duration_s:.1f}s)",
+            f"wrapper: {self.wrapper}" + (f"; {self.sharding}" if self.sharding else ""),
         ]
         lines.extend(f"  {w}" for w in self.wrappers)
         if self.outside_state:
@@ -141,6 +146,13 @@ class DistributedReport(BaseModel):
                 if s.status in ("failed", "crashed") and s.log_tail:
                     lines.append("    log tail:")
                     lines.extend(f"      {line}" for line in s.log_tail.strip().splitlines()[-12:])
+        if self.processes:
+            lines.append("processes (by node and rank):")
+            lines.extend(
+                f"  node {p.get('node')} rank {p.get('rank')} (local {p.get('local_rank')}, pid {p.get('pid')}, "
+                f"{p.get('hostname')}): {p.get('ended')}, last step {p.get('last_step')}"
+                for p in self.processes[:32]
+            )
         if self.flight_recorder and self.flight_recorder.problem:
             lines.append(f"Flight Recorder: {self.flight_recorder.problem.message}")
         lines.extend(f"note: {n}" for n in self.notes)

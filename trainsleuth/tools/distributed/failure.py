@@ -35,6 +35,7 @@ GLOO_MISMATCH = "Is there a distributed collective mismatch"
 
 class RankState(BaseModel):
     rank: int
+    node: int | None = None
     status: str = Field(
         description="finished, failed, crashed, hung, or stopped (by the check after another rank failed)"
     )

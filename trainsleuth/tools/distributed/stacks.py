@@ -71,6 +71,7 @@ PTRACE_HINT = (
     "SYS_PTRACE to the container's securityContext.capabilities"
 )
 MAX_FRAMES = 60
+OBSERVER_MARK = "tools/runners/_ts_observe"  # frames of the observer inside the user's own command
 
 
 def ptrace_scope() -> str:
@@ -317,7 +318,8 @@ NATIVE_FILE = re.compile(r"\.(so(\.[0-9.]+)?|dylib|dll|pyd)$")
 def _is_library(file: str) -> bool:
     f = file.replace("\\", "/")
     return (
-        "/site-packages/" in f
+        OBSERVER_MARK in f  # the observer's pass-through wrappers in an observed run are not the user's code
+        or "/site-packages/" in f
         or "/dist-packages/" in f
         or "/lib/python3" in f
         or f.startswith("<frozen")
@@ -348,7 +350,8 @@ def analyse_threads(threads: list[dict[str, Any]], pid: int) -> dict[str, Any]:
             collective = str(fr.get("name"))
             for j in range(i + 1, len(frames)):
                 outer = frames[j]
-                if "torch/distributed" not in str(outer.get("filename") or "").replace("\\", "/"):
+                outer_file = str(outer.get("filename") or "").replace("\\", "/")
+                if "torch/distributed" not in outer_file and OBSERVER_MARK not in outer_file:
                     call_site = _frame_text(outer)
                     break
             break

@@ -46,7 +46,7 @@ def make(observer, options):
 
 
 class Tracked:
-    __slots__ = ("name", "kind", "module", "owner", "attr", "ddp", "synced_each_forward", "ref_id")
+    __slots__ = ("attr", "ddp", "kind", "module", "name", "owner", "ref_id", "synced_each_forward")
 
     def __init__(self, name, kind, module, owner, attr, ddp, synced):
         self.name = name
@@ -96,15 +96,33 @@ class DistPlugin:
         self.torch = self.obs.torch
         _write_json(
             self.hello,
-            {**self.obs.identity, "time": time.time(), "jsonl": os.path.basename(self.path)},
+            {
+                **self.obs.identity,
+                "is_rank": "RANK" in os.environ,  # the torchrun agent imports torch too, but is no rank
+                "time": time.time(),
+                "jsonl": os.path.basename(self.path),
+            },
         )
         threading.Thread(target=self._watch_requests, name="trainsleuth-dist-watch", daemon=True).start()
 
     def _watch_requests(self):
-        """On the server's request (a hang): Flight Recorder records and all stacks, from this thread."""
+        """A heartbeat of the last finished step (the core marks observed steps only), and, on the server's
+        request (a hang), the Flight Recorder records and all stacks: from this thread, which runs while
+        the main thread waits inside a collective."""
         request = os.path.join(self.obs.out_dir, REQUEST)
+        progress = os.path.join(self.obs.out_dir, f"{core.PROGRESS_PREFIX}{self.obs._tag()}.json")
+        marked = 0
         while True:
             try:
+                done = self.obs.k - 1
+                if done > marked and "RANK" in os.environ:
+                    marked = done
+                    tmp = f"{progress}.hb{os.getpid()}"
+                    with core._open(tmp, "w", encoding="utf-8") as fh:
+                        json.dump(
+                            {"step": done, "time": time.time(), "pid": os.getpid(), "rank": self.rank}, fh
+                        )
+                    os.replace(tmp, progress)
                 if os.path.exists(request):
                     with core._open(request, encoding="utf-8") as fh:
                         token = fh.read().strip() or "1"
@@ -144,16 +162,29 @@ class DistPlugin:
     def root_seen(self, info):
         module = info.module
         name = self._root_name(module, info.label)
-        for sub in module.modules():
-            if type(sub).__name__ in WRAPPERS and isinstance(getattr(sub, "module", None), type(sub).__mro__[-2]):
-                self._note_wrapper(sub)
+        for path, sub in _user_modules(module):
+            if type(sub).__name__ in WRAPPERS and isinstance(
+                getattr(sub, "module", None), self.torch.nn.Module
+            ):
+                self._note_wrapper(sub, f"{name}.{path}" if path else name)
+        if not self.roots:
+            self._write({"point": "job", "k": self.obs.k, "backend": self._backend()})
         new = self._track(module, name)
-        self.roots.append({"name": name, "type": type(module).__name__, "step": self.obs.k, "tensors": len(new)})
+        self.roots.append(
+            {"name": name, "type": type(module).__name__, "step": self.obs.k, "tensors": len(new)}
+        )
         if new:
             self._write({"point": "meta", "k": self.obs.k, "tensors": {t.name: self._meta(t) for t in new}})
             self._digest("init", self.obs.k, new, root=name)
 
-    def _note_wrapper(self, ddp):
+    def _backend(self):
+        try:
+            dist = self.torch.distributed
+            return str(dist.get_backend()) if dist.is_available() and dist.is_initialized() else None
+        except Exception:
+            return None
+
+    def _note_wrapper(self, ddp, name):
         if id(ddp) in {w["id"] for w in self.wrappers}:
             return
         inner = ddp.module
@@ -162,15 +193,16 @@ class DistPlugin:
         broadcast = bool(getattr(ddp, "broadcast_buffers", False))
         if broadcast and type(ddp).__name__ == "DistributedDataParallel":
             self._synced_ids |= ids
-        self.wrappers.append(
-            {
-                "id": id(ddp),
-                "kind": "DDP" if type(ddp).__name__ == "DistributedDataParallel" else type(ddp).__name__,
-                "find_unused_parameters": getattr(ddp, "find_unused_parameters", None),
-                "static_graph": getattr(ddp, "static_graph", None),
-                "broadcast_buffers": broadcast,
-            }
-        )
+        wrapper = {
+            "id": id(ddp),
+            "module": name,
+            "kind": "DDP" if type(ddp).__name__ == "DistributedDataParallel" else type(ddp).__name__,
+            "find_unused_parameters": getattr(ddp, "find_unused_parameters", None),
+            "static_graph": getattr(ddp, "static_graph", None),
+            "broadcast_buffers": broadcast,
+        }
+        self.wrappers.append(wrapper)
+        self._write({"point": "wrapper", "k": self.obs.k, **{k: v for k, v in wrapper.items() if k != "id"}})
 
     def _root_name(self, module, label):
         """How the user's code names this model: its variable, else an attribute path from one (model.features)."""
@@ -191,17 +223,16 @@ class DistPlugin:
         for var, value in candidates:
             if not isinstance(value, nn.Module) or value is module:
                 continue
-            for path, sub in value.named_modules():
+            for path, sub in _user_modules(value):
                 if sub is module and path:
-                    return f"{var}.{_strip(path)}" if var != "self" else _strip(path)
+                    return f"{var}.{path}" if var != "self" else path
         return label
 
     def _track(self, root, root_name):
         """Register every parameter, buffer and plain tensor attribute below `root` not tracked yet."""
         torch = self.torch
         new = []
-        for path, mod in root.named_modules():
-            user_path = _strip(path)
+        for user_path, mod in _user_modules(root):
             mod_name = f"{root_name}.{user_path}" if user_path else root_name
             in_ddp = id(mod) in self._wrapped_ids
             synced = id(mod) in self._synced_ids
@@ -339,14 +370,28 @@ class DistPlugin:
             fh.write(json.dumps(record) + "\n")
 
 
-def _strip(path):
-    """DDP / compile / FSDP wrapper names out of a module path, as the user's own model names it."""
-    parts = [
-        p
-        for p in path.split(".")
-        if p and p not in ("module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module")
-    ]
-    return ".".join(parts)
+WRAPPED_CHILD = {
+    "DistributedDataParallel": "module",
+    "DataParallel": "module",
+    "OptimizedModule": "_orig_mod",
+    "FullyShardedDataParallel": "_fsdp_wrapped_module",
+    "CheckpointWrapper": "_checkpoint_wrapped_module",
+}
+
+
+def _user_modules(root, prefix="", seen=None):
+    """(path, module) below `root` with wrappers' own child names left out: `head.module.fc` is `head.fc`."""
+    seen = set() if seen is None else seen
+    if id(root) in seen:
+        return
+    seen.add(id(root))
+    yield prefix, root
+    skip = WRAPPED_CHILD.get(type(root).__name__)
+    for name, child in root._modules.items():
+        if child is None:
+            continue
+        path = prefix if name == skip else (f"{prefix}.{name}" if prefix else name)
+        yield from _user_modules(child, path, seen)
 
 
 def _num(v):
