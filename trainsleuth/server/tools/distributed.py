@@ -39,19 +39,21 @@ ENTRYPOINT_DESCRIPTION = "file.py:fn (probe://entrypoint)"
 
 
 class CheckDistributedInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
+    command: str | None = Field(default=None, description="torchrun ... train.py")
+    entrypoint: Entrypoint | None = Field(default=None, description="Or " + ENTRYPOINT_DESCRIPTION)
     nproc: int = Field(default=2, ge=2, le=16)
     steps: int = Field(default=2, ge=1, le=10)
     backend: Literal["auto", "gloo", "nccl"] = "auto"
-    rtol: float = Field(default=1e-4, gt=0, description="Against one process.")
+    rtol: float = Field(default=1e-4, gt=0)
     rank_rtol: float = Field(default=1e-6, ge=0, description="Across ranks.")
     python: str | None = None
     timeout_s: float = Field(default=300.0, ge=1, le=3600)
-    hang_s: float = Field(default=90.0, ge=3, le=3600, description="Seconds without progress = hang.")
+    hang_s: float = Field(default=90.0, ge=3, le=3600)
 
 
 class ComparePrecisionInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(description=ENTRYPOINT_DESCRIPTION)
+    command: str | None = Field(default=None, description="Your training command")
+    entrypoint: Entrypoint | None = Field(default=None, description="Or " + ENTRYPOINT_DESCRIPTION)
     dtypes: list[Precision] = Field(default_factory=lambda: list(DEFAULT_DTYPES))
     rtol_bf16: float = Field(default=0.05, gt=0)
     rtol_fp16: float = Field(default=0.01, gt=0)
@@ -121,12 +123,24 @@ def _fail(exc: AnalysisError) -> ToolFailure:
 # ---------------------------------------------------------------------------- handlers
 
 
+def _one_target(args: CheckDistributedInput | ComparePrecisionInput, example: str) -> None:
+    if (args.command is None) == (args.entrypoint is None):
+        raise ToolFailure(
+            "give exactly one of command (the command you run) and entrypoint (file.py:function)",
+            f"pass command={example!r}",
+        )
+
+
 def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> CheckDistributedOutput:
     from trainsleuth.tools.distributed.check import check_distributed
     from trainsleuth.tools.distributed.stacks import find_py_spy
 
-    entry = args.entrypoint
+    _one_target(args, "torchrun --nproc_per_node 2 train.py")
     python = call.ctx.interpreter(args.python)
+    if args.command is not None:
+        return _check_command(args, call, python)
+    entry = args.entrypoint
+    assert entry is not None
     call.progress(0, 1, f"starting {args.nproc} ranks under torchrun")
     try:
         report = check_distributed(
@@ -150,12 +164,54 @@ def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> Check
     return CheckDistributedOutput.model_validate(report.model_dump())
 
 
+def _check_command(args: CheckDistributedInput, call: ToolCall, python: Path) -> CheckDistributedOutput:
+    """The user's own launch under the observer: ranks compared over its first `steps` steps, hangs watched."""
+    from trainsleuth.tools.distributed.command import check_command
+    from trainsleuth.tools.distributed.stacks import find_py_spy
+
+    assert args.command is not None
+    call.progress(0, 1, f"running {args.command[:80]} with the observer on every rank")
+    try:
+        report = check_command(
+            args.command,
+            python=python,
+            workspace=call.ctx.workspace,
+            steps=args.steps,
+            rank_rtol=args.rank_rtol,
+            hang_s=args.hang_s,
+            timeout_s=args.timeout_s,
+            py_spy=find_py_spy(),
+            cancel_event=call.cancel_event,
+        )
+    except AnalysisError as exc:
+        raise _fail(exc) from None
+    call.progress(1, 1, "done")
+    return CheckDistributedOutput.model_validate(report.model_dump())
+
+
 def compare_precision_tool(args: ComparePrecisionInput, call: ToolCall) -> ComparePrecisionOutput:
     from trainsleuth.tools.precision.compare import compare_precision
+    from trainsleuth.tools.precision.observed import compare_command
 
-    entry = args.entrypoint
+    _one_target(args, "python train.py --bf16")
     python = call.ctx.interpreter(args.python)
     rtol = {k: v for k, v in (("bf16", args.rtol_bf16), ("fp16", args.rtol_fp16)) if v is not None}
+    if args.command is not None:
+        try:
+            observed = compare_command(
+                args.command,
+                python=python,
+                workspace=call.ctx.workspace,
+                dtypes=list(dict.fromkeys(args.dtypes)),
+                rtol=rtol,
+                timeout_s=args.timeout_s,
+                cancel_event=call.cancel_event,
+            )
+        except AnalysisError as exc:
+            raise _fail(exc) from None
+        return ComparePrecisionOutput.model_validate(observed.model_dump())
+    entry = args.entrypoint
+    assert entry is not None
     try:
         report = compare_precision(
             entry,
@@ -246,7 +302,7 @@ def register(registry: ToolRegistry) -> None:
         check_distributed_tool,
         input_model=CheckDistributedInput,
         output_model=CheckDistributedOutput,
-        description="Multi-GPU bugs: N ranks against each other and 1 process; why a rank died.",
+        description="Multi-GPU bugs: your launch's ranks compared tensor by tensor; hangs, dead ranks.",
         title="Check distributed",
         read_only=False,
         destructive=True,
@@ -260,7 +316,7 @@ def register(registry: ToolRegistry) -> None:
         compare_precision_tool,
         input_model=ComparePrecisionInput,
         output_model=ComparePrecisionOutput,
-        description="Mixed precision: fp32 vs bf16/fp16 for a step; first module to diverge.",
+        description="Mixed precision: your forward in fp32 vs bf16/fp16; first module to diverge.",
         title="Compare precision",
         read_only=False,
         destructive=True,

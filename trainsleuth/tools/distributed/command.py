@@ -130,8 +130,9 @@ def check_command(
     comp = dg.compare_ranks(ranks, rank_rtol)
     findings = dg.findings(comp, [str(w.get("module")) for w in (ranks[0].wrappers if ranks else [])])
     report.differences = [Difference(**row) for row in dg.differences(comp)]
-    if comp.divergences:
-        d = comp.divergences[0]
+    judged = [d for d in comp.divergences if d.kind != dg.RUNNING]
+    if judged:
+        d = judged[0]
         report.first_divergence = f"{d.kind} {d.name} on rank(s) {d.ranks}, {dg._when(d)}"
     report.steps_taken = len({k for (p, k) in (ranks[0].points if ranks else {}) if p == "step"})
     report.notes.extend(comp.notes)
@@ -166,7 +167,9 @@ def _describe_wrapping(report: DistributedReport, ranks: list[dg.RankDigests]) -
     report.wrappers = [describe_wrapper(w) for w in wrappers]
     report.wrapper = ", ".join(f"{w.get('kind')}({w.get('module')})" for w in wrappers) or "none found"
     meta = ranks[0].meta if ranks else {}
-    outside = sorted({str(m.get("module")) for m in meta.values() if m.get("in_ddp") is False})
+    outside = sorted(
+        {str(m.get("root") or m.get("module")) for m in meta.values() if m.get("in_ddp") is False}
+    )
     if wrappers and outside:
         report.outside_state = outside[:50]
     report.frozen_parameters = sorted(n for n, m in meta.items() if m.get("kind") == "frozen parameter")[:200]

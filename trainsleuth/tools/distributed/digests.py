@@ -33,6 +33,7 @@ HELLO_GLOB = "dist-hello-*.json"
 # a digest: [numel, sum, sum of squares, max |x|, position-weighted sum, samples...]
 N, SUM, SUMSQ, MAXABS, WSUM, SAMPLES = 0, 1, 2, 3, 4, 5
 MAX_DIFFERENCES = 200
+RUNNING = "running statistic"
 
 
 @dataclass
@@ -195,7 +196,8 @@ def compare_ranks(ranks: list[RankDigests], rtol: float) -> Comparison:
                 continue
             gap = compare(d0, got[1], rtol)
             if gap is not None:
-                _add(first, name, meta.get(name, {}), "init", k0, other.rank, gap)
+                m = meta.get(name, {})
+                _add(first, name, m, "init", k0, other.rank, gap, _running(m, name, changing, k0 > 1))
     synced = {n for n, m in meta.items() if m.get("synced_each_forward")}
     for point, k in sorted(ref.points, key=lambda pk: _order(*pk)):
         out.compared_points += 1
@@ -214,12 +216,20 @@ def compare_ranks(ranks: list[RankDigests], rtol: float) -> Comparison:
                 if gap is None:
                     continue
                 m = meta.get(name, {})
-                if m.get("kind") == "attribute" and name in changing and name not in first:
+                if m.get("kind") == "attribute" and name in changing and f"attribute:{name}" not in first:
                     if name not in out.per_step_only:
                         out.per_step_only.append(name)
                     continue
-                _add(first, name, m, point, k, other.rank, gap)
-    out.divergences = sorted(first.values(), key=lambda d: (_chrono(d), d.name))
+                _add(first, name, m, point, k, other.rank, gap, _running(m, name, changing, point == "step"))
+    order = {name: i for i, name in enumerate(meta)}
+    # a parameter that drifts because its gradient differed is the gradient's consequence, not a second cause
+    grads = {d.name: d for d in first.values() if d.kind == "gradient"}
+    kept = [
+        d
+        for d in first.values()
+        if not (d.kind == "parameter" and d.name in grads and _chrono(grads[d.name]) <= _chrono(d))
+    ]
+    out.divergences = sorted(kept, key=lambda d: (_chrono(d), order.get(d.name, len(order)), d.name))
     if synced:
         out.notes.append(
             f"{len(synced)} buffer(s) inside DDP with broadcast_buffers=True are broadcast from rank 0 at every "
@@ -243,10 +253,16 @@ def _chrono(d: Divergence) -> tuple[int, int]:
     return (-1, 0) if d.point == "init" else _order(d.point, d.step)
 
 
+def _running(m: dict[str, Any], name: str, changing: set[str], in_training: bool) -> str | None:
+    """'running statistic' for a buffer that changes at every step and differs once training runs."""
+    return RUNNING if in_training and m.get("kind") == "buffer" and name in changing else None
+
+
 def _changing_every_step(ref: RankDigests) -> set[str]:
-    """Attributes whose value on rank 0 changes between every two consecutive observed steps."""
+    """Attributes whose value on rank 0 changes between every two observed points; buffers that change at all."""
     steps = sorted(k for p, k in ref.points if p == "step")
-    names = {n for n, m in ref.meta.items() if m.get("kind") == "attribute"}
+    kinds = {n: m.get("kind") for n, m in ref.meta.items()}
+    names = {n for n, k in kinds.items() if k in ("attribute", "buffer")}
     out = set()
     for name in names:
         seq = [ref.points[("step", k)].get(name) for k in steps]
@@ -254,15 +270,26 @@ def _changing_every_step(ref: RankDigests) -> set[str]:
         if first is not None:
             seq.insert(0, first[1])
         seq = [s for s in seq if s is not None]
-        if len(seq) >= 2 and all(a != b for a, b in itertools.pairwise(seq)):
+        pairs = list(itertools.pairwise(seq))
+        # attributes: changed between every two points (a cached batch, running sums); buffers: changed at all
+        if pairs and (
+            all(a != b for a, b in pairs) or (kinds[name] == "buffer" and any(a != b for a, b in pairs))
+        ):
             out.add(name)
     return out
 
 
 def _add(
-    first: dict[str, Divergence], name: str, m: dict[str, Any], point: str, k: int, rank: int, gap: Gap
+    first: dict[str, Divergence],
+    name: str,
+    m: dict[str, Any],
+    point: str,
+    k: int,
+    rank: int,
+    gap: Gap,
+    kind_override: str | None = None,
 ) -> None:
-    kind = "gradient" if point == "grad" else str(m.get("kind") or "parameter")
+    kind = kind_override or ("gradient" if point == "grad" else str(m.get("kind") or "parameter"))
     key = f"{kind}:{name}"
     d = first.get(key)
     if d is None:
@@ -270,7 +297,7 @@ def _add(
             name=name,
             kind=kind,
             module=m.get("module"),
-            origin="initialisation" if point == "init" else "training",
+            origin="initialisation" if point == "init" and k <= 1 else "training",
             point=point,
             step=k,
             ranks=[rank],
@@ -293,16 +320,26 @@ KIND_WHY = {
         "a tensor kept as a plain attribute is neither a parameter nor a buffer, so no wrapper ever broadcasts it: "
         "build it from the same seed on every rank, or register it as a buffer before wrapping"
     ),
+    RUNNING: (
+        "running statistics of each rank's own batches (BatchNorm statistics, a copy of them in an EMA model, a "
+        "running normaliser) differ per rank by nature and nothing synchronises them: harmless for training; "
+        "evaluate and save from one rank, or all-reduce them (SyncBatchNorm on GPUs) where ranks must agree"
+    ),
     "gradient": (
         "the gradient is not all-reduced: the parameter is trained outside DDP (its optimizer steps it with each "
-        "rank's own gradient), so the ranks' copies drift apart; wrap the module that owns it in DDP (or all-reduce "
-        "its gradients) "
+        "rank's own gradient), so the ranks' copies of it drift apart from this step on; wrap the module that owns "
+        "it in DDP (or all-reduce its gradients)"
     ),
 }
 OUTSIDE_WHY = WHY["outside"]
 
 
 def _when(d: Divergence) -> str:
+    if d.point == "init" and d.step > 1:
+        return (
+            f"when {d.module or 'the model'} is first called, in step {d.step} (training had begun, so this is not "
+            "its initial value)"
+        )
     if d.point == "init":
         return (
             f"from initialisation: they already differ when {d.module or 'the model'} is first called "
@@ -314,6 +351,8 @@ def _when(d: Divergence) -> str:
 
 
 def _severity(d: Divergence) -> Severity:
+    if d.kind == RUNNING:
+        return "info"
     if d.origin == "training" and d.kind in ("buffer", "attribute"):
         return "warning"
     return "error"
@@ -345,7 +384,7 @@ def findings(comp: Comparison, wrapped: list[str]) -> list[Finding]:
                 f"{_fmt(d.gap.max_abs_diff)} (relative {_fmt(d.gap.rel_diff)})"
             )
         outside = ""
-        if d.in_ddp is False and wrapped and kind != "gradient":
+        if d.in_ddp is False and wrapped and kind not in ("gradient", RUNNING):
             outside = (
                 f"; {d.module} is outside DDP (DDP wraps {', '.join(wrapped[:3])}), so nothing ever synchronises it "
                 "across ranks"
@@ -363,7 +402,7 @@ def findings(comp: Comparison, wrapped: list[str]) -> list[Finding]:
                 code="rank_divergence",
                 severity=_severity(d),
                 message=message,
-                step=d.step if d.point != "init" else 0,
+                step=0 if d.point == "init" and d.step <= 1 else d.step,
                 module=module,
                 evidence={
                     "tensor": d.name,

@@ -49,7 +49,8 @@ class PrecisionResult(BaseModel):
 
 
 class PrecisionReport(BaseModel):
-    entrypoint: str
+    entrypoint: str | None = None
+    command: str | None = Field(default=None, description="the user's own command, when it was observed")
     healthy: bool
     device: str = ""
     results: list[PrecisionResult] = Field(default_factory=list)
@@ -62,21 +63,24 @@ class PrecisionReport(BaseModel):
 
     def render_text(self) -> str:
         lines = [
-            f"compare_precision {self.entrypoint} on {self.device}: "
+            f"compare_precision {self.command or self.entrypoint} on {self.device}: "
             f"{'HEALTHY' if self.healthy else 'PROBLEMS FOUND'}"
         ]
         for r in self.results:
+            loss = (
+                f"loss {r.loss_fp32} -> {r.loss_low} (rel {_fmt(r.loss_rel_error)}); "
+                if r.loss_fp32 is not None
+                else ""
+            )
+            grads = any(m.grad_rel_error is not None for m in r.modules)
             lines.append(
-                f"{r.dtype} (rtol {r.rtol:g}): loss {r.loss_fp32} -> {r.loss_low} (rel {_fmt(r.loss_rel_error)}); "
-                f"first output beyond: {r.first_output_beyond or '-'}; first gradient beyond: "
-                f"{r.first_grad_beyond or '-'}"
+                f"{r.dtype} (rtol {r.rtol:g}): {loss}first output beyond: {r.first_output_beyond or '-'}"
+                + (f"; first gradient beyond: {r.first_grad_beyond or '-'}" if grads else "")
             )
             for m in r.modules[:25]:
                 mark = " <-- beyond tolerance" if m.beyond_tolerance else ""
-                lines.append(
-                    f"  {m.module} ({m.type}): output rel {_fmt(m.output_rel_error)}, grad rel "
-                    f"{_fmt(m.grad_rel_error)}{mark}"
-                )
+                grad = f", grad rel {_fmt(m.grad_rel_error)}" if grads else ""
+                lines.append(f"  {m.module} ({m.type}): output rel {_fmt(m.output_rel_error)}{grad}{mark}")
         for dtype, why in self.unsupported.items():
             lines.append(f"{dtype}: not compared: {why}")
         lines.extend(f.one_line() for f in self.findings)

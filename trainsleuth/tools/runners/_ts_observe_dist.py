@@ -174,7 +174,9 @@ class DistPlugin:
             {"name": name, "type": type(module).__name__, "step": self.obs.k, "tensors": len(new)}
         )
         if new:
-            self._write({"point": "meta", "k": self.obs.k, "tensors": {t.name: self._meta(t) for t in new}})
+            self._write(
+                {"point": "meta", "k": self.obs.k, "tensors": {t.name: self._meta(t, name) for t in new}}
+            )
             self._digest("init", self.obs.k, new, root=name)
 
     def _backend(self):
@@ -263,13 +265,14 @@ class DistPlugin:
                 new.append(tr)
         return new
 
-    def _meta(self, t):
+    def _meta(self, t, root):
         x = t.tensor()
         return {
             "kind": t.kind,
             "module": t.module,
             "shape": list(x.shape) if x is not None else None,
             "dtype": str(x.dtype).replace("torch.", "") if x is not None else None,
+            "root": root,
             "in_ddp": t.ddp,
             "synced_each_forward": t.synced_each_forward,
         }

@@ -72,18 +72,13 @@ def autocast_support(torch, device_type, dtype):
     return None
 
 
-def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, device_type, dtype):
-    model.load_state_dict(init_state)
-    if opt is not None and opt_state is not None:
-        opt.load_state_dict(opt_state)
-    model.zero_grad(set_to_none=True)
-    outputs: dict = {}
-    order = []
-    grads: dict = {}
-    handles = []
-    types = {}
+def attach_recorders(torch, model):
+    """Forward hooks on every module of `model` recording its first output and input (float32, on CPU).
 
-    inputs: dict = {}
+    Returns (record, handles): record has `outputs`, `inputs`, `order` (execution order) and `types`.
+    Shared by the entrypoint form and the observer's replay of the user's own forward."""
+    record = {"outputs": {}, "inputs": {}, "order": [], "types": {}}
+    outputs, inputs, order = record["outputs"], record["inputs"], record["order"]
 
     def make_fwd(name):
         def hook(_m, inp, out):
@@ -105,10 +100,21 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
 
         return hook
 
+    handles = []
     for name, mod in model.named_modules():
         label = name or "<model>"
-        types[label] = type(mod).__name__
+        record["types"][label] = type(mod).__name__
         handles.append(mod.register_forward_hook(make_fwd(label)))
+    return record, handles
+
+
+def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, device_type, dtype):
+    model.load_state_dict(init_state)
+    if opt is not None and opt_state is not None:
+        opt.load_state_dict(opt_state)
+    model.zero_grad(set_to_none=True)
+    grads: dict = {}
+    record, handles = attach_recorders(torch, model)
     for pname, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -135,14 +141,7 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
         for h in handles:
             h.remove()
     loss_value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
-    return {
-        "loss": loss_value,
-        "outputs": outputs,
-        "inputs": inputs,
-        "order": order,
-        "grads": grads,
-        "types": types,
-    }
+    return {**record, "loss": loss_value, "grads": grads}
 
 
 def compare(torch, ref, low, model):
@@ -178,8 +177,9 @@ def compare(torch, ref, low, model):
         by_module.setdefault(mod, []).append(pname)
     grad_rows = {}
     for mod, pnames in by_module.items():
-        pa = [ref["grads"][n].flatten() for n in pnames if n in ref["grads"] and n in low["grads"]]
-        pb = [low["grads"][n].flatten() for n in pnames if n in ref["grads"] and n in low["grads"]]
+        ga, gb = ref.get("grads") or {}, low.get("grads") or {}
+        pa = [ga[n].flatten() for n in pnames if n in ga and n in gb]
+        pb = [gb[n].flatten() for n in pnames if n in ga and n in gb]
         if not pa:
             continue
         a = torch.cat(pa)
@@ -199,12 +199,14 @@ def compare(torch, ref, low, model):
     for mod, g in grad_rows.items():
         if mod not in seen:
             rows.append({"module": mod, "type": ref["types"].get(mod), **g})
-    la, lb = ref["loss"], low["loss"]
-    loss_rel = abs(lb - la) / max(abs(la), 1e-12) if math.isfinite(lb) else math.inf
+    la, lb = ref.get("loss"), low.get("loss")
+    loss_rel = None
+    if la is not None and lb is not None:  # a forward-only replay has no loss
+        loss_rel = common.jsonable(abs(lb - la) / max(abs(la), 1e-12) if math.isfinite(lb) else math.inf)
     return {
-        "loss_fp32": common.jsonable(la),
-        "loss_low": common.jsonable(lb),
-        "loss_rel_error": common.jsonable(loss_rel),
+        "loss_fp32": common.jsonable(la) if la is not None else None,
+        "loss_low": common.jsonable(lb) if lb is not None else None,
+        "loss_rel_error": loss_rel,
         "modules": rows,
         "execution_order": ref["order"],
     }
