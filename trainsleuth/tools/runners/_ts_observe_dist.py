@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 
 import _ts_observe as core
 
@@ -70,7 +71,7 @@ class DistPlugin:
     def __init__(self, observer, options):
         self.obs = observer
         self.options = options
-        self.torch = None
+        self.torch: Any = None
         ident = observer.identity
         self.rank = ident["rank"]
         tag = f"n{ident['node']}-r{ident['rank']}-p{observer.pid}"
@@ -208,7 +209,7 @@ class DistPlugin:
 
     def _root_name(self, module, label):
         """How the user's code names this model: its variable, else an attribute path from one (model.features)."""
-        frame = sys._getframe(1)
+        frame: Any = sys._getframe(1)
         while frame is not None and core._is_library(frame.f_code.co_filename):
             frame = frame.f_back
         if frame is None:

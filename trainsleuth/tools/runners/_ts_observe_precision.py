@@ -12,6 +12,7 @@ DDP / `torch.compile` wrappers are bypassed (the replay never touches their coll
 
 import sys
 import time
+from typing import Any
 
 import _ts_dist_common as common
 import precision_runner as pr
@@ -27,7 +28,7 @@ class PrecisionPlugin:
     def __init__(self, observer, options):
         self.obs = observer
         self.dtypes = [d for d in options.get("dtypes", ["bf16", "fp16"]) if d in DTYPES]
-        self.torch = None
+        self.torch: Any = None
         self.result = None
         self.error = None
         self.target = None
@@ -59,7 +60,7 @@ class PrecisionPlugin:
         """The model an optimizer trains: one of its parameters is in an optimizer's param groups."""
         if not self.obs.optimizers:  # built after the first forward (lazy modules): the model under gradients
             return self.torch.is_grad_enabled()
-        held = set()
+        held: set[int] = set()
         for info in self.obs.optimizers:
             opt = info.optimizer
             if opt is not None:
@@ -133,7 +134,7 @@ class PrecisionPlugin:
 
 def _call_args(module):
     """The positional and keyword arguments of the call to `module` now under way (its `_call_impl` frame)."""
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     while frame is not None:
         if (
             frame.f_code.co_name in ("_call_impl", "_wrapped_call_impl")

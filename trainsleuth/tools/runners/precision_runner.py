@@ -77,8 +77,11 @@ def attach_recorders(torch, model):
 
     Returns (record, handles): record has `outputs`, `inputs`, `order` (execution order) and `types`.
     Shared by the entrypoint form and the observer's replay of the user's own forward."""
-    record = {"outputs": {}, "inputs": {}, "order": [], "types": {}}
-    outputs, inputs, order = record["outputs"], record["inputs"], record["order"]
+    outputs: dict = {}
+    inputs: dict = {}
+    order: list = []
+    types: dict = {}
+    record = {"outputs": outputs, "inputs": inputs, "order": order, "types": types}
 
     def make_fwd(name):
         def hook(_m, inp, out):
@@ -103,7 +106,7 @@ def attach_recorders(torch, model):
     handles = []
     for name, mod in model.named_modules():
         label = name or "<model>"
-        record["types"][label] = type(mod).__name__
+        types[label] = type(mod).__name__
         handles.append(mod.register_forward_hook(make_fwd(label)))
     return record, handles
 
