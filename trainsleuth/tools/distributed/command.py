@@ -107,17 +107,20 @@ def check_command(
         raise AnalysisError("the check was cancelled", "call again when ready")
     hang = watch["w"]
     out = run.run_dir / "out"
-    hellos = [h for h in dg.read_hellos(out) if h.get("is_rank")]
+    every = dg.read_hellos(out)
+    hellos = [h for h in every if h.get("is_rank")]
+    world = max((int(h.get("world_size", 1)) for h in hellos), default=1)
+    if every and world < 2:
+        raised = next((r["exception"] for r in run.reports if r.get("exception")), None)
+        raise AnalysisError(
+            f"the command ran a single process ({run.command.launcher} launcher, no RANK/WORLD_SIZE from a "
+            "distributed launcher): there are no ranks to compare"
+            + (f"; it raised {raised['type']}: {str(raised['message'])[:300]}" if raised else ""),
+            "give the distributed launch you run, e.g. 'torchrun --nproc_per_node 2 train.py'",
+        )
     if not hellos:
         raise _nothing_observed(run)
     ranks = dg.read_digests(out)
-    world = max(int(h.get("world_size", 1)) for h in hellos)
-    if world < 2:
-        raise AnalysisError(
-            f"the command started a single process ({run.command.launcher}, WORLD_SIZE {world}): there are no ranks "
-            "to compare",
-            "give the distributed launch you run, e.g. 'torchrun --nproc_per_node 2 train.py'",
-        )
     report = DistributedReport(
         command=run.command.text,
         healthy=True,
@@ -147,6 +150,13 @@ def check_command(
         )
     else:
         findings = _failure_findings(run, hellos) + findings
+        if report.steps_taken == 0 and not any(r.get("last_iteration") for r in run.reports):
+            failed = "; ".join(f.message for f in findings if f.code == "rank_failed")[:1500]
+            raise AnalysisError(
+                "no rank finished a training step (no optimizer step was seen on any rank) and the job ended: "
+                f"there is nothing to compare{'; ' + failed if failed else ''}\n{run.process.output_tail(2000)}",
+                "run the same command in a terminal (it stops before training), or give one that reaches training",
+            )
     report.processes = _processes(run.reports, hellos, hang)
     report.findings = findings
     report.notes.extend(hang.notes)

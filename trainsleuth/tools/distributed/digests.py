@@ -255,7 +255,9 @@ def _chrono(d: Divergence) -> tuple[int, int]:
 
 def _running(m: dict[str, Any], name: str, changing: set[str], in_training: bool) -> str | None:
     """'running statistic' for a buffer that changes at every step and differs once training runs."""
-    return RUNNING if in_training and m.get("kind") == "buffer" and name in changing else None
+    if not in_training or m.get("kind") != "buffer":
+        return None
+    return RUNNING if m.get("running") or name in changing else None
 
 
 def _changing_every_step(ref: RankDigests) -> set[str]:
@@ -331,7 +333,10 @@ KIND_WHY = {
         "it in DDP (or all-reduce its gradients)"
     ),
 }
-OUTSIDE_WHY = WHY["outside"]
+OUTSIDE_WHY = (
+    "neither DDP's construction broadcast nor its all-reduce ever touches state outside it: build or load it "
+    "identically on every rank (the same seed before it is drawn, the same checkpoint), or broadcast it from rank 0"
+)
 
 
 def _when(d: Divergence) -> str:
@@ -385,10 +390,7 @@ def findings(comp: Comparison, wrapped: list[str]) -> list[Finding]:
             )
         outside = ""
         if d.in_ddp is False and wrapped and kind not in ("gradient", RUNNING):
-            outside = (
-                f"; {d.module} is outside DDP (DDP wraps {', '.join(wrapped[:3])}), so nothing ever synchronises it "
-                "across ranks"
-            )
+            outside = f"; {d.module} is outside DDP (DDP wraps {', '.join(wrapped[:3])})"
         why = (
             OUTSIDE_WHY if (d.in_ddp is False and wrapped and origin == "initialisation") else KIND_WHY[kind]
         )

@@ -2,7 +2,8 @@
 
 The ranks' observers write a progress mark at the end of each step (`read_progress`) and their pid at
 start (`dist-hello-*.json`). When no rank has made progress for `hang_s` seconds while rank processes
-live, the watcher: asks every rank for its Flight Recorder records and every thread's stack (the
+live (before the first step, a rank that uses the CPU is starting up, which counts as progress; a rank
+waiting inside a collective does not), the watcher: asks every rank for its Flight Recorder records and every thread's stack (the
 observer's own thread writes them, which works while the main thread waits inside a collective),
 takes `py-spy dump` of every live rank (as `dump_stacks` does), waits for the dumps, then sets the
 kill event that stops the whole job. At `timeout_s` the job is stopped as well (with the same dumps
@@ -27,6 +28,7 @@ POLL_S = 0.5
 DUMP_WAIT_S = 15.0
 PY_SPY_TIMEOUT_S = 30.0
 QUIET_AT_TIMEOUT_S = 5.0
+BUSY_CPU = 0.2  # cores: before the first step, ranks using this much CPU are starting up, not hung
 
 
 def alive(pid: int) -> bool:
@@ -54,6 +56,7 @@ class HangWatch:
         self.last_steps: dict[int, int] = {}
         self.dumped: list[int] = []
         self.notes: list[str] = []
+        self._cpu: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainsleuth-hang-watch", daemon=True)
 
@@ -83,6 +86,10 @@ class HangWatch:
                 previous = marks
                 last_change = now if ranks else last_change
             live = [h for h in ranks if alive(int(h["pid"]))]
+            if not any(step for _pid, step in marks) and self._busy(live):
+                last_change = (
+                    now  # before the first step: importing, building, loading (a loaded machine is slow)
+                )
             quiet = now - last_change if last_change is not None else 0.0
             if live and quiet > self.hang_s:
                 self._record(ranks)
@@ -98,6 +105,22 @@ class HangWatch:
                     self._dump(live)
                 self.kill.set()
                 return
+
+    def _busy(self, live: list[dict[str, Any]]) -> bool:
+        """Whether the ranks used the CPU since the last look (a rank waiting in a collective does not)."""
+        import psutil
+
+        used = 0.0
+        for h in live:
+            pid = int(h["pid"])
+            try:
+                t = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            total = float(t.user + t.system)
+            used += total - self._cpu.get(pid, total)
+            self._cpu[pid] = total
+        return used >= BUSY_CPU * POLL_S
 
     def _record(self, ranks: list[dict[str, Any]]) -> None:
         by_pid = {int(p.get("pid", 0)): int(p.get("step", 0)) for p in read_progress(self.out)}

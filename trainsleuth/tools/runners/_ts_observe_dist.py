@@ -274,6 +274,7 @@ class DistPlugin:
             "shape": list(x.shape) if x is not None else None,
             "dtype": str(x.dtype).replace("torch.", "") if x is not None else None,
             "root": root,
+            "running": t.kind == "buffer" and _is_norm_statistics(t.owner, t.attr),
             "in_ddp": t.ddp,
             "synced_each_forward": t.synced_each_forward,
         }
@@ -396,6 +397,16 @@ def _user_modules(root, prefix="", seen=None):
             continue
         path = prefix if name == skip else (f"{prefix}.{name}" if prefix else name)
         yield from _user_modules(child, path, seen)
+
+
+def _is_norm_statistics(module, attr):
+    """BatchNorm / InstanceNorm running statistics: computed from each rank's own batches by design."""
+    names = {c.__name__ for c in type(module).__mro__}
+    return bool(names & {"_NormBase", "_BatchNorm", "_InstanceNorm"}) and attr in (
+        "running_mean",
+        "running_var",
+        "num_batches_tracked",
+    )
 
 
 def _num(v):
