@@ -80,7 +80,8 @@ def _timed(argv: list[str], cwd: Path) -> tuple[float, float]:
 
 def call_latency(runs: int) -> dict[str, Any]:
     trainsleuth = str(Path(sys.executable).parent / "trainsleuth")
-    ours = [trainsleuth, "client", "call", "list_investigations"]
+    # A server started for the call, as the bare client does (the kept server: benchmarks/client_calls.py).
+    ours = [trainsleuth, "client", "call", "list_investigations", "--no-keep"]
     # Run as a script from its own folder: benchmarks/bisect.py would shadow the stdlib on sys.path.
     bare = [sys.executable, str(HERE / "baseline_clients" / "sdk_call.py"), trainsleuth]
     walls: dict[str, list[float]] = {"ours": [], "bare": []}

@@ -23,6 +23,9 @@ def _private_state_root(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     monkeypatch.setenv("TRAINSLEUTH_STATE_DIR", str(root))
     # A refused approval answers at once in tests; tests of the wait set their own.
     monkeypatch.setenv("TRAINSLEUTH_APPROVAL_WAIT_S", "0")
+    # `trainsleuth client call` starts a server per call in tests (no server outlives its test); the tests of
+    # the kept server turn it on and stop it themselves.
+    monkeypatch.setenv("TRAINSLEUTH_KEEP_SERVER", "0")
     return root
 
 

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 from mcp import Client
 
-from benchmarks.agent.build import CASES, case_names
+from benchmarks.agent.build import CASES, playbook_cases
 from benchmarks.agent.playbooks import run_case
 from benchmarks.protocol_calls import GOAL
 from trainsleuth.clients.scripted import load_playbook
@@ -42,7 +42,7 @@ def _placeholders(value: Any) -> Any:
 
 
 def test_every_case_has_a_playbook_with_the_whole_protocol() -> None:
-    for name in case_names():
+    for name in playbook_cases():
         playbook = load_playbook(CASES / name / "playbook.yaml", workspace=CASES / name)
         tools = [s["tool"] for s in playbook.steps if "tool" in s]
         needed_tools = (
@@ -67,7 +67,7 @@ async def test_every_playbook_call_validates_against_the_published_schemas(tmp_p
     async with Client(server) as client:
         published = {t.name: t.input_schema for t in (await client.list_tools()).tools}
     checked: dict[str, int] = {}
-    for name in case_names():
+    for name in playbook_cases():
         playbook = load_playbook(CASES / name / "playbook.yaml", workspace=tmp_path)
         for step in playbook.steps:
             if "tool" not in step:
@@ -86,12 +86,12 @@ async def test_every_playbook_call_validates_against_the_published_schemas(tmp_p
                 PersonForm.model_validate({**step["dialog"]["answer"], "name": step["dialog"]["stand_in"]})
             checked[name] = checked.get(name, 0) + 1
     # every case: the five protocol calls and at least one diagnostic call, all checked
-    assert len(checked) == len(case_names()) and min(checked.values()) >= 6, checked
+    assert len(checked) == len(playbook_cases()) and min(checked.values()) >= 6, checked
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("name", case_names())
+@pytest.mark.parametrize("name", playbook_cases())
 def test_playbook_resolves_the_case_with_few_protocol_calls(name: str, tmp_path: Path) -> None:
     run = run_case(name, tmp_path)
     tails = [

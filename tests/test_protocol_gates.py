@@ -70,8 +70,8 @@ async def test_adversary_tries_to_skip_every_gate(tmp_path: Path) -> None:
             "submit_diagnosis", d.diagnosis(iid, ev), "confirmed hypothesis", "propose_hypotheses"
         )
         two = [{"statement": "a", "confirm_if": "b", "rule_out_if": "c"}] * 2
-        await d.refused("propose_hypotheses", {"investigation_id": iid, "hypotheses": two}, "3 to 5")
-        await d.refused("propose_hypotheses", {"investigation_id": iid, "hypotheses": two * 3}, "3 to 5")
+        await d.refused("propose_hypotheses", {"investigation_id": iid, "hypotheses": two}, "at least 3")
+        await d.refused("propose_hypotheses", {"investigation_id": iid, "hypotheses": two * 3}, "at most 5")
         blank = [{"statement": "a", "confirm_if": "", "rule_out_if": "c"}] * 3
         await d.refused("propose_hypotheses", {"investigation_id": iid, "hypotheses": blank}, "confirm_if")
         hyps = [{"statement": f"h{i}", "confirm_if": "y", "rule_out_if": "n"} for i in range(3)]
@@ -85,7 +85,7 @@ async def test_adversary_tries_to_skip_every_gate(tmp_path: Path) -> None:
         await d.refused(
             "resolve_hypothesis",
             {"investigation_id": iid, "hypothesis_id": h1, "outcome": "confirmed", "evidence_ids": []},
-            "evidence id",
+            "evidence_ids",
         )
         await d.ok(
             "resolve_hypothesis",

@@ -197,11 +197,15 @@ class Driver:
         return dict(out["investigation"])
 
 
-def in_a_terminal(argv: list[str], answers: str, cwd: Path, timeout: float = 120) -> tuple[int, str]:
+def in_a_terminal(
+    argv: list[str], answers: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """Run a trainsleuth command the way a person does, in a terminal (a real pseudo-terminal), typing
     `answers`; returns (exit code, what the terminal showed)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, start_new_session=True, env=env
+    )
     os.close(slave)
     os.write(master, answers.encode())
     out = b""

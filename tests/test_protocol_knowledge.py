@@ -81,6 +81,9 @@ async def test_capture_constraint_and_fix_pattern(tmp_path: Path) -> None:
             "capture_knowledge", {"investigation_id": iid, "rca_dir": str(tmp_path / "x")}
         )
         assert outside.is_error and "outside the workspace" in text_of(outside)
+        # ... and says what leaving it out does (issue 27: the honest call without rca_dir works).
+        assert "or leave rca_dir out: the RCA then goes to" in text_of(outside)
+        assert ".trainsleuth/rca/ (git-ignored" in text_of(outside)
         assert not (tmp_path / "x").exists()
         out = await d.ok(
             "capture_knowledge",

@@ -127,7 +127,7 @@ async def test_a_localised_error_found_by_running_the_code_settles_it(tmp_path: 
 
 
 def test_which_runtime_results_settle() -> None:
-    from trainsleuth.protocol.diagnose import _localised_runtime_finding
+    from trainsleuth.protocol.gate4 import _localised_runtime_finding
 
     error = {"code": "resume_not_restored", "severity": "error", "module": "LR scheduler step"}
     assert _localised_runtime_finding("check_resume", {"findings": [error]})

@@ -219,7 +219,10 @@ async def test_argument_errors_name_every_problem_at_once(
             },
         )
         text = diag.content[0].text.splitlines()[0]
-        assert "missing required: symptom, root_cause, mechanism, proposed_fix.change" in text
+        assert (
+            "missing required: symptom, root_cause, evidence_ids, mechanism, proposed_fix.files, proposed_fix.change"
+            in text
+        )
         assert "alternatives (did you mean 'alternatives_considered'?)" in text
         assert "proposed_fix.chnage (did you mean 'change'?); valid of proposed_fix: files, change" in text
         assert "confidence: must be a number from 0 to 1 (got 3)" in text
@@ -230,7 +233,9 @@ async def test_argument_errors_name_every_problem_at_once(
         assert 'format: must be one of "auto", "jsonl", "csv"' in text and '(got "csvv")' in text
         assert "limit: must be an integer from 1 to 500 (got 0)" in text
         nested = await client.call_tool("submit_diagnosis", {"investigation_id": "x"})
-        assert "proposed_fix {change}" in nested.content[0].text
+        assert "proposed_fix {files, change}" in nested.content[0].text
+        # Gate 4's own problems come in the same refusal (here: the investigation does not exist).
+        assert "; and investigation 'x' does not exist" in nested.content[0].text
 
         # Lists given as JSON text (some clients send them so) are read, not refused.
         listed = await client.call_tool("list_investigations", {"limit": "5"})

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.agent.build import CASES, build_case, case_names
+from benchmarks.agent.build import CASES, PLAYBOOKS_PENDING, build_case, playbook_cases
 from benchmarks.protocol_calls import GOAL, PROTOCOL_TOOLS
 
 COMMAND = "python -m benchmarks.agent.playbooks"
@@ -134,7 +134,7 @@ def run_all(names: list[str]) -> list[CaseRun]:
 def run_benchmark(quick: bool = False) -> Any:
     from benchmarks.common import result
 
-    runs = run_all(case_names()[:2] if quick else case_names())
+    runs = run_all(playbook_cases()[:2] if quick else playbook_cases())
     worst = max(len(r.protocol) for r in runs)
     unresolved = [r.case for r in runs if not r.resolved]
     return result(
@@ -155,15 +155,20 @@ def run_benchmark(quick: bool = False) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cases", nargs="*", help=f"default: all ({', '.join(case_names())})")
+    p.add_argument(
+        "cases", nargs="*", help=f"default: every case with a playbook ({', '.join(playbook_cases())})"
+    )
     p.add_argument("--json", type=Path, default=None, help="also write every run as JSON")
     args = p.parse_args(argv)
-    unknown = sorted(set(args.cases) - set(case_names()))
+    unknown = sorted(set(args.cases) - set(playbook_cases()))
     if unknown:
+        pending = sorted(set(unknown) & PLAYBOOKS_PENDING)
+        if pending:
+            p.error(f"no playbook yet for {pending} (benchmarks/agent/build.py PLAYBOOKS_PENDING)")
         p.error(f"unknown case(s) {unknown}")
     runs = []
     with tempfile.TemporaryDirectory(prefix="agent-playbooks-") as tmp:
-        for name in args.cases or case_names():
+        for name in args.cases or playbook_cases():
             run = run_case(name, Path(tmp))
             runs.append(run)
             print(

@@ -26,7 +26,12 @@ examples:
   trainsleuth client call probe_gradients --arg entrypoint=train.py:make --arg steps=3
   trainsleuth client tools --url http://127.0.0.1:8765/mcp   # finds the token the server stored
   trainsleuth client describe bisect_versions     # every argument, its bounds, and an example call
+  trainsleuth client call get_job --arg job_id=job-1 --arg wait_s=300   # waits the whole 300 s
   trainsleuth client run ci/trainsleuth.yaml
+  trainsleuth client stop                         # stop the server kept for this workspace
+
+call, tools and describe keep one server per workspace running between calls (it exits after 10 idle
+minutes); --no-keep or TRAINSLEUTH_KEEP_SERVER=0 starts one for the call only.
 """
 
 
@@ -49,6 +54,12 @@ def _add_server_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--token-file", default=None, metavar="FILE", help="read the bearer token for --url from FILE"
+    )
+    p.add_argument(
+        "--no-keep",
+        action="store_true",
+        help="start a server for this call only (default: the workspace's server is kept running between "
+        "calls and exits after 10 idle minutes; env TRAINSLEUTH_KEEP_SERVER=0 does the same)",
     )
 
 
@@ -78,6 +89,14 @@ def add_parser(sub: Any) -> None:
     call.add_argument("--args-json", default=None, metavar="JSON", help="all arguments as one JSON object")
     call.add_argument(
         "--json", action="store_true", help="print one JSON object (is_error, structured, text)"
+    )
+    call.add_argument(
+        "--wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="when the tool hands back a running job, follow it with get_job for up to SECONDS and print its "
+        "result (default: get_job's own wait_s, any length; else 0)",
     )
     add_fail_on(call)
     _add_server_options(call)
@@ -116,6 +135,10 @@ def add_parser(sub: Any) -> None:
     describe.add_argument("--json", action="store_true", help="print the tool definition and an example")
     _add_server_options(describe)
     describe.set_defaults(func=run_describe)
+    stop = csub.add_parser("stop", help="stop the server kept for this workspace (--all: every workspace)")
+    stop.add_argument("--workspace", default=None, metavar="PATH", help="the workspace (default: cwd)")
+    stop.add_argument("--all", action="store_true", help="every kept server of this user")
+    stop.set_defaults(func=run_stop)
     p.set_defaults(func=_usage, _parser=p)
 
 
@@ -144,7 +167,11 @@ def _target(args: argparse.Namespace) -> Any:
     workspace = Path(args.workspace).absolute() if args.workspace else Path.cwd()
     if not workspace.is_dir():
         raise UsageError(f"--workspace {args.workspace!r} is not an existing directory")
-    return ServerTarget(command=default_server_command(workspace), cwd=workspace)
+    from trainsleuth.clients.keep import wanted
+
+    return ServerTarget(
+        command=default_server_command(workspace), cwd=workspace, keep=wanted(getattr(args, "no_keep", False))
+    )
 
 
 def url_token(url: str, token: str | None, token_file: str | None) -> str | None:
@@ -221,52 +248,11 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _call_lite(target: Any, tool: str, arguments: dict[str, Any]) -> Any:
-    """One call over stdio with the small client (no SDK to load): see clients/lite.py."""
-    from trainsleuth.clients.lite import LiteClient, text_of
-    from trainsleuth.clients.scripted import StepResult
-
-    def progress(done: float, total: float | None, message: str | None) -> None:
-        of = f"/{total:g}" if total else ""
-        print(f"  [{done:g}{of}] {message or ''}", file=sys.stderr, flush=True)
-
-    with LiteClient(target.command, target.cwd, os.environ) as client:
-        result = client.call_tool(tool, arguments, progress if sys.stderr.isatty() else None)
-    return StepResult(
-        tool, "tool", tool, bool(result.get("isError")), text_of(result.get("content", [])),
-        result.get("structuredContent"),
-    )  # fmt: skip
-
-
-def _list_tools(target: Any) -> list[dict[str, Any]]:
-    """tools/list as plain JSON: the small client over stdio, the SDK's over HTTP."""
-    if not target.url:
-        from trainsleuth.clients.lite import LiteClient
-
-        with LiteClient(target.command, target.cwd, os.environ) as client:
-            return client.list_tools()
-    import anyio
-
-    from trainsleuth.clients.scripted import open_client
-
-    async def main() -> list[Any]:
-        async with open_client(target) as client:
-            return list((await client.list_tools()).tools)
-
-    return [dict(t.model_dump(mode="json", by_alias=True, exclude_none=True)) for t in anyio.run(main)]
-
-
 def run_call(args: argparse.Namespace) -> int:
-    import anyio
+    import time
 
-    from trainsleuth.clients.scripted import (
-        StepResult,
-        UsageError,
-        call_tool,
-        check_expectations,
-        open_client,
-        parse_arg,
-    )
+    from trainsleuth.clients.scripted import UsageError, check_expectations, parse_arg
+    from trainsleuth.clients.session import follow, open_session
 
     try:
         target = _target(args)
@@ -282,15 +268,17 @@ def run_call(args: argparse.Namespace) -> int:
         for item in args.arg:
             key, value = parse_arg(item)
             arguments[key] = value
+        if args.wait is not None and args.wait < 0:
+            raise UsageError("--wait must be 0 or more seconds")
     except UsageError as exc:
         return _fail("usage", exc)
-
-    async def main() -> StepResult:
-        async with open_client(target) as client:
-            return await call_tool(client, args.tool, arguments)
-
+    wait_s = args.wait if args.wait is not None else _asked_wait(args.tool, arguments)
+    started = time.monotonic()
     try:
-        result = anyio.run(main) if target.url else _call_lite(target, args.tool, arguments)
+        with open_session(target) as call:
+            result = call(args.tool, arguments)
+            if wait_s > 0 and not result.is_error:
+                result = follow(call, args.tool, arguments, result, wait_s, started)
     except Exception as exc:
         return _fail(f"cannot call {args.tool} on {target.describe()}", exc, target)
     if fail_level(args.fail_on) and not result.is_error:
@@ -308,15 +296,39 @@ def run_call(args: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
+def _asked_wait(tool: str, arguments: dict[str, Any]) -> float:
+    """get_job's own wait_s, however long (the server waits at most 40 s a call; the rest is polled)."""
+    if tool != "get_job":
+        return 0.0
+    try:
+        return max(0.0, float(arguments.get("wait_s") or 0))
+    except (TypeError, ValueError):
+        return 0.0  # the server refuses it with the reason
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    from trainsleuth.clients.keep import stop
+
+    workspace = None if args.all else (Path(args.workspace).absolute() if args.workspace else Path.cwd())
+    pids = stop(workspace)
+    where = "every workspace" if workspace is None else str(workspace)
+    print(
+        f"stopped {len(pids)} kept server(s) of {where}"
+        + (f": pid {', '.join(map(str, pids))}" if pids else "")
+    )
+    return 0
+
+
 def run_tools(args: argparse.Namespace) -> int:
     from trainsleuth.clients.scripted import UsageError
+    from trainsleuth.clients.session import list_tools
 
     try:
         target = _target(args)
     except UsageError as exc:
         return _fail("usage", exc)
     try:
-        tools = _list_tools(target)
+        tools = list_tools(target)
     except Exception as exc:
         return _fail(f"cannot list tools on {target.describe()}", exc, target)
     if args.json:
@@ -343,6 +355,7 @@ def _argument_names(schema: dict[str, Any]) -> str:
 def run_describe(args: argparse.Namespace) -> int:
     from trainsleuth.clients.schema_help import describe_tool, example_arguments
     from trainsleuth.clients.scripted import UsageError
+    from trainsleuth.clients.session import list_tools
     from trainsleuth.tools.names import closest
 
     try:
@@ -350,7 +363,7 @@ def run_describe(args: argparse.Namespace) -> int:
     except UsageError as exc:
         return _fail("usage", exc)
     try:
-        tools = {t["name"]: t for t in _list_tools(target)}
+        tools = {t["name"]: t for t in list_tools(target)}
     except Exception as exc:
         return _fail(f"cannot list tools on {target.describe()}", exc, target)
     unknown = [name for name in args.tool if name not in tools]

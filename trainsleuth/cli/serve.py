@@ -16,7 +16,23 @@ def add_parser(sub: Any) -> None:
         description="Run the trainsleuth MCP server. Desktop clients launch this over stdio.",
     )
     p.add_argument(
-        "--transport", choices=["stdio", "http"], default="stdio", help="transport (default: stdio)"
+        "--transport",
+        choices=["stdio", "http", "unix"],
+        default="stdio",
+        help="transport (default: stdio; unix: the server `trainsleuth client` keeps per workspace)",
+    )
+    p.add_argument(
+        "--socket",
+        default=None,
+        metavar="PATH",
+        help="unix: the socket to listen on (its folder must be private)",
+    )
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="unix: exit after this long without a connection (default: 600)",
     )
     p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
@@ -96,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
         except (ConfigurationError, TokenError) as exc:
             print(f"trainsleuth serve: {exc}", file=sys.stderr)
             return 2
+    elif args.transport == "unix" and not args.socket:
+        print("trainsleuth serve: --transport unix needs --socket PATH", file=sys.stderr)
+        return 2
     elif args.token or args.token_file or args.no_auth:
         print("trainsleuth serve: --token, --token-file and --no-auth apply to --transport http only; "
               "stdio needs no token", file=sys.stderr)  # fmt: skip
@@ -108,6 +127,11 @@ def run(args: argparse.Namespace) -> int:
     server, _ = build_server(config)
     if args.transport == "stdio":
         server.run("stdio")
+    elif args.transport == "unix":
+        from trainsleuth.server.unixsock import serve_unix
+
+        socket_path = Path(args.socket)
+        serve_unix(server, socket_path, args.idle_exit, socket_path.with_suffix(".pid"))
     else:
         serve_http(server, args.host, args.port, token, args.allow_host)
     return 0

@@ -86,6 +86,8 @@ class ServerTarget:
     url: str | None = None
     token: str | None = None
     cwd: Path | None = None
+    # The default server of `trainsleuth client call|tools|describe`: kept alive between calls (clients/keep.py).
+    keep: bool = False
 
     def describe(self) -> str:
         return self.url or " ".join(self.command)

@@ -59,7 +59,12 @@ class Closing(ProtocolCore):
         if real != real_ws and real_ws not in real.parents:
             raise ProtocolError(
                 f"the RCA folder {folder} resolves to {real}, outside the workspace {real_ws}",
-                "pass rca_dir inside the workspace (e.g. docs/rca), or remove the symlink",
+                "pass rca_dir inside the workspace (e.g. docs/rca), or remove the symlink"
+                + (
+                    ", or leave rca_dir out: the RCA then goes to .trainsleuth/rca/ (git-ignored)"
+                    if explicit
+                    else ""
+                ),
             )
         if real == Path(os.path.realpath(workspace_dir(workspace))) / "rca":
             workspace_dir(workspace).mkdir(exist_ok=True)

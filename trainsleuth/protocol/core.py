@@ -20,12 +20,12 @@ import datetime as dt
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol import gate, strikes, views
+from trainsleuth.protocol import gate, next_steps, strikes, views, working
 from trainsleuth.protocol.ledger import (
     ProtocolError,
     StateAltered,
@@ -74,9 +74,12 @@ class ProtocolCore:
         clock: Callable[[], float] = time.time,
         *,
         default_interpreter: Path | None = None,
+        outside_waits: Callable[[float], Iterable[working.Span]] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
+        # Waits kept outside the protocol's state since a time (jobs in the background): not working time.
+        self.outside_waits = outside_waits
         self._depth = 0
         # The project's Python (its environment is fingerprinted with the reproducer's).
         self.default_interpreter = default_interpreter
@@ -331,10 +334,14 @@ class ProtocolCore:
         if inv["pathway"] != "quick" or inv["phase"] in DONE:
             return False
         if reason is None:
-            age = self.clock() - inv["created_at"]
-            if age < QUICK_PATH_LIMIT_S:
+            worked = self.working_seconds(conn, inv)
+            if worked < QUICK_PATH_LIMIT_S:
                 return False
-            reason = f"{int(age // 60)} minutes without a resolution on the quick pathway"
+            age = self.clock() - inv["created_at"]
+            reason = (
+                f"{int(worked // 60)} minutes of work without a resolution on the quick pathway ({int(age // 60)} "
+                "minutes in all; time waiting on the server's runs, jobs and the person is not counted)"
+            )
         inv["pathway"] = "full"
         self.notices.append(
             f"investigation {inv['id']} switched from the quick pathway to the full protocol: {reason}; "
@@ -353,80 +360,32 @@ class ProtocolCore:
         self._save(conn, inv)
         return True
 
+    def working_seconds(self, conn: sqlite3.Connection, inv: dict[str, Any]) -> float:
+        """The assistant's working time on the investigation (see working.py)."""
+        outside: list[working.Span] = []
+        if self.outside_waits is not None:
+            try:
+                outside = list(self.outside_waits(float(inv["created_at"])))
+            except Exception:  # the jobs are advisory here: never fail a protocol call over them
+                outside = []
+        return working.working_seconds(conn, inv, self.clock(), outside)
+
     # ------------------------------------------------------------------ next steps
 
     def next_step(self, inv: dict[str, Any], conn: sqlite3.Connection) -> str:
         """What to do now, derived from the state (never a step that is already done)."""
-        phase = inv["phase"]
-        if phase == INVESTIGATING:
-            if inv["pathway"] == "quick":
-                return (
-                    "gather evidence for the obvious cause (analysis tools record their results on this "
-                    "investigation), then submit_diagnosis with the fix's files and the reproducer"
-                )
-            return (
-                "investigate and compare with what works (analysis tools record their results here), then "
-                "propose_hypotheses (3-5, ranked); a bisect plus a finding, or an error a tool found by running "
-                "your code that names where, may go straight to submit_diagnosis"
-            )
-        if phase == HYPOTHESES:
-            return self._hypotheses_step(conn, inv)
-        if phase == DIAGNOSIS:
-            diag = self._current_diagnosis(conn, inv)
-            if diag is not None and diag["status"] == "awaiting_review":
-                return (
-                    "confidence is below 0.8: get a critical review (the critical_review prompt) and "
-                    "record_review; CONFIRMED allows approval"
-                )
-            return "approve_diagnosis: the person approves or rejects the diagnosis before any fix"
-        if phase == APPROVED:
-            return "begin_fix, make the one change the diagnosis proposes, then verify_fix"
-        if phase == FIXING:
-            pending = self._active_attempt_data(conn, inv).get("unapproved")
-            if pending:
-                return (
-                    f"{', '.join(pending[:5])} changed but the approved fix does not name it: undo that change "
-                    "and verify_fix again, or approve_diagnosis to ask the person to approve it"
-                )
-            return (
-                "make the one change the diagnosis proposes, then verify_fix (the server runs the reproducer)"
-            )
-        if phase == HALTED:
-            return (
-                "three fix attempts failed: read the three-strike report, re-examine the assumptions, "
-                "propose_hypotheses again and submit_diagnosis with a different root cause"
-            )
-        if phase == RESOLVED:
-            return "capture_knowledge: write the root-cause analysis (and any new constraint or fix pattern)"
-        return "nothing: the investigation is closed"
+        return self.next_move(inv, conn)[1]
 
-    def _hypotheses_step(self, conn: sqlite3.Connection, inv: dict[str, Any]) -> str:
-        rows = conn.execute(
-            "SELECT id, status, data, created_at FROM hypotheses WHERE investigation_id=? "
-            "ORDER BY round DESC, rank",
-            (inv["id"],),
-        ).fetchall()
-        latest = conn.execute(
-            "SELECT status, created_at, data FROM diagnoses WHERE investigation_id=? ORDER BY created_at DESC "
-            "LIMIT 1",
-            (inv["id"],),
-        ).fetchone()
-        testing = next((r for r in rows if r["status"] == "testing"), None)
-        confirmed = next((r for r in rows if r["status"] == "confirmed"), None)
-        sent_back = latest is not None and latest["status"] in ("sent_back", "rejected")
-        if sent_back and (confirmed is None or latest["created_at"] >= confirmed["created_at"]):
-            why = "sent back by the review" if latest["status"] == "sent_back" else "rejected by the person"
-            return (
-                f"the last diagnosis was {why}: gather what it lacked, then submit_diagnosis again or "
-                "propose_hypotheses for a new round"
-            )
-        if confirmed is not None and testing is None:
-            statement = json.loads(confirmed["data"]).get("statement", "")[:100]
-            return f"submit_diagnosis resting on the confirmed hypothesis {confirmed['id']} ({statement})"
-        if testing is not None:
-            statement = json.loads(testing["data"]).get("statement", "")[:100]
-            return f"test hypothesis {testing['id']} ({statement}) and resolve_hypothesis citing evidence ids"
-        return "every hypothesis of the round is ruled out: propose_hypotheses for a new round"
+    def next_move(self, inv: dict[str, Any], conn: sqlite3.Connection) -> tuple[str, str]:
+        """(key in next_steps.NEXT_STEPS, text) of what to do now (a step its gate accepts in this state)."""
+        return next_steps.next_move(
+            conn, inv, self._current_diagnosis(conn, inv), self._active_attempt_data(conn, inv)
+        )
+
+    def next_move_of(self, inv_id: str) -> tuple[str, str]:
+        """(key, text) of the investigation's next step as the state stands (no escalation check)."""
+        with self._read() as conn:
+            return self.next_move(self._inv_row(conn, inv_id), conn)
 
     # ------------------------------------------------------------------ views
 

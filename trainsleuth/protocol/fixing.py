@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainsleuth.protocol import strikes
+from trainsleuth.protocol import next_steps, strikes
 from trainsleuth.protocol.core import (
     APPROVED,
     DEFAULT_REPRODUCER_TIMEOUT_S,
@@ -126,16 +126,12 @@ class Fixing(ProtocolCore):
                     "reproducer on the unfixed tree",
                     "submit_diagnosis again and get it approved",
                 )
-            if inv["pathway"] == "full" and not diag["data"].get("settled_by"):
-                n = conn.execute(
-                    "SELECT COUNT(*) AS n FROM hypotheses WHERE investigation_id=?", (inv_id,)
-                ).fetchone()["n"]
-                if not n:
-                    raise self.refuse(
-                        inv_id,
-                        "the investigation escalated to the full protocol: begin_fix needs ranked hypotheses first",
-                        "propose_hypotheses (3-5, ranked) and test them before another fix attempt",
-                    )
+            if next_steps.fix_needs_hypotheses(conn, inv, diag):
+                raise self.refuse(
+                    inv_id,
+                    "the investigation escalated to the full protocol: begin_fix needs ranked hypotheses first",
+                    "propose_hypotheses (3-5, ranked) and test them before another fix attempt",
+                )
             number = (
                 conn.execute(
                     "SELECT COUNT(*) AS n FROM fix_attempts WHERE json_extract(data, '$.problem_id') = ? "

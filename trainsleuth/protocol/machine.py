@@ -7,7 +7,8 @@
 - `decision.py`: Gate 4's critical review and the person's approval;
 - `fixing.py`: fix attempts, verification against what the reproducer can reach, three strikes;
 - `closing.py`: capturing knowledge, abandoning, removing snapshot refs;
-- `core.py`: sealed transactions, audited refusals, next steps, views;
+- `core.py`: sealed transactions, audited refusals, escalation, views; `next_steps.py`: what to do now;
+- `gate4.py`: what a diagnosis must hold (one pass); `working.py`: the working time escalation counts;
 - `strikes.py`, `fingerprint.py`, `approvals.py`, `reproducer.py`: the mechanisms they share.
 """
 

@@ -157,6 +157,10 @@ class DiagnosisView(DiagnosisSpec):
         description="Evidence that settled the question without hypotheses (bisect + finding, or a localised "
         "error found by running the code).",
     )
+    disproof_from: str | None = Field(
+        default=None,
+        description="The confirmed hypothesis whose rule_out_if is the disproving observation (none was given).",
+    )
     failed_attempts: int = Field(
         default=0,
         description="Failed fix attempts on this problem since its last halt (strikes; three halt it).",

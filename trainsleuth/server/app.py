@@ -12,6 +12,8 @@ from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequ
 from mcp_types import Tool as MCPTool
 
 from trainsleuth import __version__
+from trainsleuth.protocol.ledger import ProtocolError
+from trainsleuth.server.calls import RegisteredTool
 from trainsleuth.server.context import ServerConfig, ServerContext
 from trainsleuth.server.registry import ToolRegistry
 from trainsleuth.server.results import error_result
@@ -26,10 +28,11 @@ trainsleuth debugs machine-learning training with an enforced protocol. Root cau
    store their results as evidence. Tools that run code take python (default: the project's .venv).
    Long tools answer within ~40 s: a job_id comes back if they are still running; fetch it with get_job.
 3. propose_hypotheses (3-5, ranked) and test one at a time; resolve_hypothesis citing evidence ids.
-4. submit_diagnosis (Gate 4: root cause with evidence ids, mechanism, fix, side effects, what would
-   disprove it). Confidence < 0.8 needs record_review CONFIRMED; a person approves before any fix.
-5. begin_fix, change one thing, verify_fix (the server runs the reproducer). Three failed attempts halt
-   the investigation. Finish with capture_knowledge.
+4. submit_diagnosis (Gate 4: root cause with evidence ids, mechanism, the fix and its files, what would
+   disprove it; a confirmed hypothesis' rule_out_if counts). Confidence < 0.8 needs record_review
+   CONFIRMED; a person approves before any fix (approval begins the first fix attempt).
+5. Change one thing, verify_fix (the server runs the reproducer); begin_fix before a later attempt.
+   Three failed attempts halt the investigation. Finish with capture_knowledge.
 """
 
 
@@ -81,15 +84,35 @@ class TrainsleuthServer(MCPServer):
                 f"Unknown tool: {name}" + (f"; did you mean {hint!r}?" if hint else ""),
                 "call tools/list for the tools this server offers",
             )
-        _, parsed, problem = check_arguments(name, tool.input_model, tool.schema, dict(arguments or {}))
+        raw = dict(arguments or {})
+        _, parsed, problem = check_arguments(name, tool.input_model, tool.schema, raw)
+        refused = await self._precheck(tool, raw)
         if problem is not None:
             log.info("tool %s rejected arguments: %s", name, problem[:300])
+            also = f"; and {refused.message}" if refused is not None else ""
             return error_result(
-                problem,
+                problem.rstrip(".") + also,
                 f"call {name} again with these fixed; its input schema (tools/list, or "
-                f"`trainsleuth client describe {name}`) lists every argument",
+                f"`trainsleuth client describe {name}`) lists every argument"
+                + (f"; {refused.next_step}" if refused is not None and refused.next_step else ""),
             )
+        if refused is not None:
+            log.info("tool %s refused before it ran: %s", name, refused.message[:300])
+            return error_result(refused.message, refused.next_step)
         return await super().call_tool(name, parsed, context)
+
+    async def _precheck(self, tool: RegisteredTool[Any, Any], raw: dict[str, Any]) -> ProtocolError | None:
+        """The tool's own precheck (a gate that names every problem at once), never failing the call."""
+        if tool.precheck is None:
+            return None
+        import anyio.to_thread
+
+        try:
+            check = tool.precheck
+            return await anyio.to_thread.run_sync(lambda: check(raw, self.registry.ctx))
+        except Exception:
+            log.exception("the precheck of %s failed; the tool checks again when it runs", tool.name)
+            return None
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None

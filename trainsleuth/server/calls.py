@@ -42,6 +42,8 @@ class PathArg:
 
     must_exist: bool = False
     read_only: bool = False
+    # For an optional path: what leaving it out does, added to a refusal of the value given.
+    when_left_out: str = ""
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,9 @@ SyncHandler = Callable[[Any, ToolCall], ToolOutput]
 AsyncHandler = Callable[[Any, ToolCall], Awaitable[ToolOutput]]
 # (output, arguments, call) -> output: what only the server process that delivers a job's result can do.
 FinishHandler = Callable[[Any, Any, ToolCall], ToolOutput]
+# (raw arguments, context) -> what the tool would refuse, checked before the schema's refusal is sent and
+# before anything runs, so one refusal names every problem (None: nothing to refuse).
+Precheck = Callable[[dict[str, Any], ServerContext], ProtocolError | None]
 
 
 @dataclass
@@ -232,6 +237,7 @@ class RegisteredTool(Generic[InT, OutT]):
     # (e.g. investigation_id), and the step run in the server process when the result is delivered.
     one_job_per: str | None = None
     finish: FinishHandler | None = None
+    precheck: Precheck | None = None
 
 
 # ---------------------------------------------------------------------------- results
@@ -266,22 +272,22 @@ def success_result(out: ToolOutput, call: ToolCall) -> CallToolResult:
     )
 
 
-# Tools whose results are a view of a job already recorded when it finished (not new evidence).
+# Tools whose results are a view of a job (its status, or a result recorded once: see get_job).
 _NOT_AUTO_EVIDENCE = frozenset({"get_job", "cancel_job"})
 
 
 def record_evidence_for(out: ToolOutput, args: BaseModel, call: ToolCall) -> None:
     """Store an analysis result as evidence: on the investigation the call named, else (issue 22.3) on the
     workspace's one open investigation, saying so; never failing the tool over the latter."""
-    if not isinstance(out, AnalysisOutput):
-        return
+    if not isinstance(out, AnalysisOutput) or call.name in _NOT_AUTO_EVIDENCE:
+        return  # a job's status or result: get_job keeps a finished job's result as evidence itself
     investigation_id = getattr(args, "investigation_id", None)
     if investigation_id:
         out.evidence_id = record_tool_evidence(
             call.ctx.store, investigation_id, call.name, out.evidence_summary(), out.model_dump(mode="json")
         )
         return
-    if call.name in _NOT_AUTO_EVIDENCE or getattr(out, "status", None) == "running":
+    if getattr(out, "status", None) == "running":
         return
     try:
         if not call.ctx.state_path.exists():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import time
 from typing import Annotated, Any, get_args, get_origin
 
 import anyio
@@ -27,6 +28,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from trainsleuth.protocol.working import MIN_SPAN_S, record_wait
 from trainsleuth.server.calls import (
     AnalysisInput,
     AnalysisOutput,
@@ -37,6 +39,7 @@ from trainsleuth.server.calls import (
     FinishHandler,
     GitRef,
     PathArg,
+    Precheck,
     ReadPath,
     RefArg,
     RegisteredTool,
@@ -79,6 +82,14 @@ def _apply_marker(
         return None
     if isinstance(value, list):
         return [_apply_marker(v, marker, ctx, f"{field_name}[{i}]", outside) for i, v in enumerate(value)]
+    if isinstance(marker, PathArg) and marker.when_left_out:
+        try:
+            return _apply_marker(
+                value, PathArg(marker.must_exist, marker.read_only), ctx, field_name, outside
+            )
+        except PolicyError as exc:
+            hint = f"or leave {field_name} out: {marker.when_left_out}"
+            raise PolicyError(str(exc), f"{exc.next_step}; {hint}" if exc.next_step else hint) from None
     if isinstance(marker, PathArg):
         if marker.read_only:
             path, is_outside = ctx.policy.resolve_read(
@@ -170,6 +181,15 @@ def published_annotations(
     return ToolAnnotations(**differing) if differing else None
 
 
+def record_waiting(ctx: ServerContext, started: float, ended: float) -> None:
+    """Record a long call as time the assistant waited (protocol/working.py); never fails the call."""
+    try:
+        if ctx.state_path.exists():
+            record_wait(ctx.store, started, ended)
+    except Exception:
+        log.debug("could not record the wait of a call", exc_info=True)
+
+
 class ToolRegistry:
     def __init__(self, server: MCPServer, ctx: ServerContext) -> None:
         self.server = server
@@ -196,6 +216,7 @@ class ToolRegistry:
         long_running: bool = False,
         one_job_per: str | None = None,
         finish: FinishHandler | None = None,
+        precheck: Precheck | None = None,
         resolved: dict[str, Any] | None = None,
         placeholder: bool = False,
         issue: int | None = None,
@@ -213,6 +234,8 @@ class ToolRegistry:
         delivers the result (to the waiting call or to get_job), with the live client: what the job
         process cannot do (ask the person through the server's own terminal, read the client's
         capabilities, restate the next step as it is now).
+        `precheck(raw_arguments, ctx)`: what the tool would refuse, checked before anything runs (and
+        named together with the schema's own problems): a gate that must see every problem at once.
         """
         is_async = inspect.iscoroutinefunction(handler)
         if read_only and (long_running or issubclass(input_model, AnalysisInput)):
@@ -240,6 +263,7 @@ class ToolRegistry:
             long_running=long_running,
             one_job_per=one_job_per,
             finish=finish,
+            precheck=precheck,
             hints={
                 "read_only_hint": read_only,
                 "destructive_hint": destructive,
@@ -249,6 +273,14 @@ class ToolRegistry:
         )
 
         async def tool_fn(**kwargs: Any) -> Any:
+            started = time.time()
+            result = await run_call(**kwargs)
+            ended = time.time()
+            if ended - started >= MIN_SPAN_S:  # the assistant waited on the server: not working time
+                await anyio.to_thread.run_sync(lambda: record_waiting(ctx, started, ended))
+            return result
+
+        async def run_call(**kwargs: Any) -> Any:
             mcp_ctx: Context = kwargs.pop("ctx")
             call = ToolCall(name=name, ctx=ctx, mcp_ctx=mcp_ctx)
             call.resolved = {k: kwargs.pop(k) for k in list(resolved) if k in kwargs}

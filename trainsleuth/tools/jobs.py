@@ -508,6 +508,27 @@ def runner_argv(module: str) -> list[str]:
     return [sys.executable, "-m", module]
 
 
+def job_spans(store: Store, since: float) -> list[tuple[float, float]]:
+    """When jobs ran since `since` (a running one: until now), read without writing (callers may hold a
+    write transaction): time spent waiting on them. A job whose owner died counts for nothing."""
+    now = time.time()
+    with store.connect() as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='jobs'").fetchone() is None:
+            return []
+        rows = conn.execute(
+            "SELECT created_at, finished_at, owner_pid, owner_started FROM jobs "
+            "WHERE finished_at IS NULL OR finished_at > ?",
+            (since,),
+        ).fetchall()
+    out = []
+    for r in rows:
+        end = r["finished_at"]
+        if end is None:
+            end = now if owner_alive(int(r["owner_pid"]), float(r["owner_started"])) else r["created_at"]
+        out.append((float(r["created_at"]), float(end)))
+    return out
+
+
 _managers: dict[str, JobManager] = {}
 _managers_lock = threading.Lock()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -190,7 +191,7 @@ def bisect_versions(args: BisectVersionsInput, call: ToolCall) -> BisectOutput:
 
 class GetJobInput(AnalysisInput):
     job_id: str
-    wait_s: float = Field(default=0.0, ge=0, le=MAX_WAIT_S)
+    wait_s: float = Field(default=0.0, ge=0, description="Up to 40 per call.")
 
 
 class JobInput(ToolInput):
@@ -212,6 +213,7 @@ class JobOutput(AnalysisOutput):
     next_step: str | None = None
     note: str | None = None
     result: dict[str, Any] | None = None
+    waited_s: float = 0.0
     # The finished tool's own text rendering (kept by the job), shown instead of the raw result.
     _text: str | None = PrivateAttr(default=None)
 
@@ -258,29 +260,68 @@ class JobOutput(AnalysisOutput):
 
 
 def get_job(args: GetJobInput, call: ToolCall) -> JobOutput:
+    """The job as it is, after waiting up to `wait_s`: at most the per-call limit (MAX_WAIT_S, or the server's
+    lower call wait); a longer wait is cut to it, not refused, and the answer says so (`trainsleuth client
+    call get_job` repeats the call to wait as long as asked)."""
     mgr = manager_for(call.ctx.store)
+    # The server's call wait where it is lower (clients with short timeouts); 0 means "hand back jobs at
+    # once", which still lets get_job wait.
+    configured = call.ctx.config.call_wait_s
+    limit = configured if 0 < configured < MAX_WAIT_S else MAX_WAIT_S
+    wait_s = min(args.wait_s, limit)
+    started = time.monotonic()
     try:
         rec = mgr.refresh(args.job_id)
-        if args.wait_s > 0 and not rec.finished:
+        if wait_s > 0 and not rec.finished:
             rec = mgr.wait(
                 args.job_id,
-                args.wait_s,
+                wait_s,
                 on_progress=lambda r: call.progress(r.progress_done, r.progress_total, r.progress_message),
                 cancel_event=call.cancel_event,
             )
     except JobError as exc:
         raise ToolFailure(exc.message, exc.next_step) from None
+    waited = round(time.monotonic() - started, 1)
     if rec.finished:
         from trainsleuth.server.longrun import finish_job
 
         rec = finish_job(rec, call)
+        _keep_as_evidence(rec, args, call)
     note = None
     if not rec.finished:
-        note = f"still running; call get_job(job_id={rec.id!r}, wait_s=40) again, or cancel_job to stop it"
+        asked = (
+            f" of the {args.wait_s:g} s asked (at most {limit:g} s per call)" if args.wait_s > wait_s else ""
+        )
+        note = (
+            f"still running after waiting {waited:g} s{asked}; call get_job(job_id={rec.id!r}, wait_s=40) "
+            "again, or cancel_job to stop it"
+        )
     if rec.status == "succeeded" and rec.rendered:
         for png in rec.rendered.get("images") or []:
             call.add_image(base64.b64decode(png))
-    return JobOutput.from_record(rec, note=note)
+    out = JobOutput.from_record(rec, note=note)
+    out.waited_s = waited
+    out.evidence_id = (rec.result or {}).get("evidence_id") if rec.status == "succeeded" else None
+    return out
+
+
+def _keep_as_evidence(rec: JobRecord, args: GetJobInput, call: ToolCall) -> None:
+    """A finished job's result is evidence once: the job recorded it when it knew the investigation; else,
+    when get_job names one, it is recorded now (as the tool's own result) and the job remembers it.
+    A status poll is never evidence."""
+    result = rec.result
+    if rec.status != "succeeded" or not args.investigation_id or not isinstance(result, dict):
+        return
+    if result.get("evidence_id"):
+        return
+    from trainsleuth.protocol.ledger import record_tool_evidence
+
+    text = (rec.rendered or {}).get("text") or ""
+    summary = (text.splitlines()[0] if text else f"{rec.kind} job {rec.id}: succeeded")[:300]
+    result["evidence_id"] = record_tool_evidence(
+        call.ctx.store, args.investigation_id, rec.kind, summary, result
+    )
+    manager_for(call.ctx.store).set_finished(rec.id, result, text)
 
 
 def cancel_job(args: JobInput, call: ToolCall) -> JobOutput:
@@ -318,7 +359,7 @@ def register(registry: ToolRegistry) -> None:
         bisect_commits,
         input_model=BisectCommitsInput,
         output_model=BisectOutput,
-        description="An older commit worked: find the first bad one; your checkout is untouched.",
+        description="An older commit worked: find the first bad one; checkout untouched.",
         title="Bisect commits",
         read_only=False,
         destructive=True,
@@ -344,7 +385,7 @@ def register(registry: ToolRegistry) -> None:
         get_job,
         input_model=GetJobInput,
         output_model=JobOutput,
-        description="The status and result of a job a long tool handed back.",
+        description="A long tool's job: status, then result.",
         title="Get job",
         read_only=False,
         destructive=False,
@@ -356,7 +397,7 @@ def register(registry: ToolRegistry) -> None:
         cancel_job,
         input_model=JobInput,
         output_model=JobOutput,
-        description="Stop a job: kills its processes, removes its worktrees.",
+        description="Stop a job; its processes and worktrees go.",
         title="Cancel job",
         read_only=False,
         destructive=True,

@@ -39,21 +39,21 @@ ENTRYPOINT_DESCRIPTION = "file.py:fn (probe://entrypoint)"
 
 
 class CheckDistributedInput(AnalysisInput):
-    command: str | None = Field(default=None, description="torchrun ... train.py")
-    entrypoint: Entrypoint | None = Field(default=None, description="Or " + ENTRYPOINT_DESCRIPTION)
+    command: str | None = None
+    entrypoint: Entrypoint | None = Field(default=None, description=ENTRYPOINT_DESCRIPTION)
     nproc: int = Field(default=2, ge=2, le=16)
-    steps: int = Field(default=2, ge=1, le=10)
+    steps: int = Field(default=2, ge=1, le=100)
     backend: Literal["auto", "gloo", "nccl"] = "auto"
-    rtol: float = Field(default=1e-4, gt=0)
+    rtol: float = Field(default=1e-4, gt=0, description="Against one process.")
     rank_rtol: float = Field(default=1e-6, ge=0, description="Across ranks.")
     python: str | None = None
     timeout_s: float = Field(default=300.0, ge=1, le=3600)
-    hang_s: float = Field(default=90.0, ge=3, le=3600)
+    hang_s: float = Field(default=90.0, ge=3, le=3600, description="Seconds without progress = hang.")
 
 
 class ComparePrecisionInput(AnalysisInput):
-    command: str | None = Field(default=None, description="Your training command")
-    entrypoint: Entrypoint | None = Field(default=None, description="Or " + ENTRYPOINT_DESCRIPTION)
+    command: str | None = None
+    entrypoint: Entrypoint | None = Field(default=None, description=ENTRYPOINT_DESCRIPTION)
     dtypes: list[Precision] = Field(default_factory=lambda: list(DEFAULT_DTYPES))
     rtol_bf16: float = Field(default=0.05, gt=0)
     rtol_fp16: float = Field(default=0.01, gt=0)
@@ -120,25 +120,25 @@ def _fail(exc: AnalysisError) -> ToolFailure:
     return ToolFailure(exc.message, exc.next_step)
 
 
-# ---------------------------------------------------------------------------- handlers
-
-
-def _one_target(args: CheckDistributedInput | ComparePrecisionInput, example: str) -> None:
+def _one_of(args: CheckDistributedInput | ComparePrecisionInput, example: str) -> None:
     if (args.command is None) == (args.entrypoint is None):
         raise ToolFailure(
-            "give exactly one of command (the command you run) and entrypoint (file.py:function)",
-            f"pass command={example!r}",
+            "give exactly one of command (the command you run) or entrypoint (file.py:fn)",
+            f"pass command={example!r}, the exact command you run, or entrypoint='file.py:fn' for an A/B test",
         )
+
+
+# ---------------------------------------------------------------------------- handlers
 
 
 def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> CheckDistributedOutput:
     from trainsleuth.tools.distributed.check import check_distributed
     from trainsleuth.tools.distributed.stacks import find_py_spy
 
-    _one_target(args, "torchrun --nproc_per_node 2 train.py")
+    _one_of(args, "torchrun --nproc_per_node 2 train.py")
     python = call.ctx.interpreter(args.python)
     if args.command is not None:
-        return _check_command(args, call, python)
+        return _check_command(args, args.command, python, call)
     entry = args.entrypoint
     assert entry is not None
     call.progress(0, 1, f"starting {args.nproc} ranks under torchrun")
@@ -160,20 +160,20 @@ def check_distributed_tool(args: CheckDistributedInput, call: ToolCall) -> Check
     except AnalysisError as exc:
         raise _fail(exc) from None
     call.progress(1, 1, "done")
-    report.entrypoint = args.entrypoint
+    report.entrypoint = entry
     return CheckDistributedOutput.model_validate(report.model_dump())
 
 
-def _check_command(args: CheckDistributedInput, call: ToolCall, python: Path) -> CheckDistributedOutput:
-    """The user's own launch under the observer: ranks compared over its first `steps` steps, hangs watched."""
-    from trainsleuth.tools.distributed.command import check_command
+def _check_command(
+    args: CheckDistributedInput, command: str, python: Path, call: ToolCall
+) -> CheckDistributedOutput:
+    from trainsleuth.tools.distributed.observed import check_command
     from trainsleuth.tools.distributed.stacks import find_py_spy
 
-    assert args.command is not None
-    call.progress(0, 1, f"running {args.command[:80]} with the observer on every rank")
+    call.progress(0, 1, "running the command with every rank observed")
     try:
         report = check_command(
-            args.command,
+            command,
             python=python,
             workspace=call.ctx.workspace,
             steps=args.steps,
@@ -193,16 +193,17 @@ def compare_precision_tool(args: ComparePrecisionInput, call: ToolCall) -> Compa
     from trainsleuth.tools.precision.compare import compare_precision
     from trainsleuth.tools.precision.observed import compare_command
 
-    _one_target(args, "python train.py --bf16")
+    _one_of(args, "python train.py")
     python = call.ctx.interpreter(args.python)
     rtol = {k: v for k, v in (("bf16", args.rtol_bf16), ("fp16", args.rtol_fp16)) if v is not None}
+    dtypes: list[str] = list(dict.fromkeys(args.dtypes))
     if args.command is not None:
         try:
             observed = compare_command(
                 args.command,
                 python=python,
                 workspace=call.ctx.workspace,
-                dtypes=list(dict.fromkeys(args.dtypes)),
+                dtypes=dtypes,
                 rtol=rtol,
                 timeout_s=args.timeout_s,
                 cancel_event=call.cancel_event,
@@ -217,7 +218,7 @@ def compare_precision_tool(args: ComparePrecisionInput, call: ToolCall) -> Compa
             entry,
             python=python,
             cwd=call.ctx.workspace,
-            dtypes=list(dict.fromkeys(args.dtypes)),
+            dtypes=dtypes,
             rtol=rtol,
             device=args.device,
             timeout_s=args.timeout_s,
@@ -225,7 +226,7 @@ def compare_precision_tool(args: ComparePrecisionInput, call: ToolCall) -> Compa
         )
     except AnalysisError as exc:
         raise _fail(exc) from None
-    report.entrypoint = args.entrypoint
+    report.entrypoint = entry
     return ComparePrecisionOutput.model_validate(report.model_dump())
 
 
@@ -302,7 +303,7 @@ def register(registry: ToolRegistry) -> None:
         check_distributed_tool,
         input_model=CheckDistributedInput,
         output_model=CheckDistributedOutput,
-        description="Multi-GPU bugs: your launch's ranks compared tensor by tensor; hangs, dead ranks.",
+        description="Multi-GPU bugs: the ranks of your torchrun command compared; hangs, dead ranks explained.",
         title="Check distributed",
         read_only=False,
         destructive=True,
@@ -316,7 +317,7 @@ def register(registry: ToolRegistry) -> None:
         compare_precision_tool,
         input_model=ComparePrecisionInput,
         output_model=ComparePrecisionOutput,
-        description="Mixed precision: your forward in fp32 vs bf16/fp16; first module to diverge.",
+        description="Mixed precision: your command's forward in fp32 vs bf16/fp16; first module to diverge.",
         title="Compare precision",
         read_only=False,
         destructive=True,

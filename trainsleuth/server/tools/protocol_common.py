@@ -33,8 +33,13 @@ log = logging.getLogger("trainsleuth.protocol")
 
 def protocol_for(ctx: ServerContext) -> Protocol:
     from trainsleuth.tools.interpreter import default_interpreter
+    from trainsleuth.tools.jobs import job_spans
 
-    return Protocol(ctx.store, default_interpreter=default_interpreter(ctx.workspace))
+    return Protocol(
+        ctx.store,
+        default_interpreter=default_interpreter(ctx.workspace),
+        outside_waits=lambda since: job_spans(ctx.store, since),
+    )
 
 
 def proto(call: ToolCall) -> Protocol:

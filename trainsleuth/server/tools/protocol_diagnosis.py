@@ -43,24 +43,24 @@ from trainsleuth.server.tools.protocol_common import (
 
 
 class ProposedFixInput(ToolInput):
-    files: list[WorkspacePath] = Field(default_factory=list)
-    change: str = Field(description="The one change.")
+    files: list[WorkspacePath] = Field(min_length=1)
+    change: str
 
 
 class SubmitDiagnosisInput(ToolInput):
     investigation_id: str = iid()
     symptom: str
     root_cause: str
-    evidence_ids: list[str] = Field(default_factory=list)
+    evidence_ids: list[str] = Field(min_length=1)
     mechanism: str = Field(description="Why the cause produces the symptom.")
     proposed_fix: ProposedFixInput
-    reproducer: str | None = Field(default=None, description="Must fail now.")
+    reproducer: str | None = Field(default=None, description="Required when start_investigation gave none.")
     reproducer_timeout_s: float | None = Field(default=None, ge=1, le=24 * 3600)
     side_effects: str = ""
     will_not_fix: str = ""
     confidence: float = Field(ge=0.0, le=1.0)
     alternatives_considered: list[str] = Field(default_factory=list)
-    disproving_observation: str = Field(default="")
+    disproving_observation: str = Field(default="", description="Required when no hypothesis is confirmed.")
     disproof_looked_for: bool = False
     disproof_result: str | None = None
     hypothesis_id: str | None = None
@@ -115,6 +115,17 @@ def _offer_amendment_code(call: ToolCall, p: Protocol, inv_id: str) -> str:
         f"the person is asked about these changes ({shown}`trainsleuth approve` in their terminal shows them): undo "
         "them, or ask the person whether they approve, then call approve_diagnosis"
     )
+
+
+def precheck_submit(raw: dict[str, Any], ctx: ServerContext) -> ProtocolError | None:
+    """Gate 4 on the raw arguments, before the schema's refusal or the job that runs the reproducer: one
+    refusal names everything, and nothing slow starts for a diagnosis the gate would refuse."""
+    from trainsleuth.protocol.gate4 import draft_from_arguments
+
+    inv_id = raw.get("investigation_id")
+    if not isinstance(inv_id, str) or not inv_id.strip():
+        return None
+    return protocol_for(ctx).precheck_diagnosis(inv_id, draft_from_arguments(raw))
 
 
 def submit_diagnosis(args: SubmitDiagnosisInput, call: ToolCall) -> DiagnosisOutput:

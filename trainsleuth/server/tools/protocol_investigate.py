@@ -375,7 +375,7 @@ def record_evidence(args: RecordEvidenceInput, call: ToolCall) -> RecordEvidence
 
 class ProposeHypothesesInput(ToolInput):
     investigation_id: str = iid()
-    hypotheses: list[HypothesisSpec] = Field(description="3-5, most likely first.")
+    hypotheses: list[HypothesisSpec] = Field(min_length=3, max_length=5, description="Most likely first.")
 
 
 class ProposeHypothesesOutput(StepOutput):
@@ -404,7 +404,7 @@ class ResolveHypothesisInput(ToolInput):
     investigation_id: str = iid()
     hypothesis_id: str
     outcome: HypothesisOutcome
-    evidence_ids: list[str] = Field(default_factory=list, description="At least one.")
+    evidence_ids: list[str] = Field(min_length=1)
     note: str | None = None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation
 from mcp.server.mcpserver import Context
@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from trainsleuth.protocol.ledger import ProtocolError
 from trainsleuth.protocol.models import Approval
 from trainsleuth.server.context import ServerContext
-from trainsleuth.server.registry import ToolCall, ToolInput, WorkspacePath
+from trainsleuth.server.registry import PathArg, ToolCall, ToolInput, WorkspacePath
 from trainsleuth.server.tools.protocol_common import (
     NotAsked,
     StepOutput,
@@ -35,17 +35,27 @@ class ConstraintInput(ToolInput):
     category: str | None = None
 
 
+# The RCA folder: inside the workspace; left out, the RCA goes where it is kept out of the repository.
+RcaDir = Annotated[
+    str,
+    PathArg(
+        when_left_out="the RCA then goes to the workspace's RCA folder setting, else .trainsleuth/rca/ (git-ignored, "
+        "so the repository stays as it was)"
+    ),
+]
+
+
 class CaptureKnowledgeInput(ToolInput):
     investigation_id: str = iid()
     lessons: list[str] = Field(default_factory=list)
     no_new_knowledge: bool = False
-    no_knowledge_reason: str | None = None
-    rca_dir: WorkspacePath | None = None
+    no_knowledge_reason: str | None = Field(default=None, description="Required when no_new_knowledge.")
+    rca_dir: RcaDir | None = None
     constraint: ConstraintInput | None = None
     constraints_file: WorkspacePath | None = None
     fix_pattern: bool = False
     abandon: bool = Field(default=False, description="Close unresolved; a person confirms.")
-    abandon_reason: str | None = None
+    abandon_reason: str | None = Field(default=None, description="Required when abandon.")
     code: str | None = None
     approver: str | None = None
     words: str | None = None

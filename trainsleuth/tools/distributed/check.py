@@ -48,7 +48,8 @@ class Difference(BaseModel):
         "single-process gradient"
     )
     phase: str = Field(
-        description="before_wrap, forward_entry, after_backward, after_last_step or single_process"
+        description="before_wrap, forward_entry, after_backward, after_last_step or single_process; for a "
+        "command: first_use (a module's first call, right after init/wrapping) or after_step"
     )
     step: int | None = None
     rank: int | None = Field(default=None, description="the rank farthest from rank 0")
@@ -57,8 +58,27 @@ class Difference(BaseModel):
     rel_diff: float | str | None = None
 
 
+class ObservedRank(BaseModel):
+    """One process of an observed command, as the launcher placed it."""
+
+    rank: int
+    node: int = 0
+    local_rank: int = 0
+    hostname: str = ""
+    pid: int = 0
+    reason: str | None = Field(
+        default=None, description="steps_done, script_ended, exception or none (killed)"
+    )
+    steps: list[int] = Field(default_factory=list, description="observed iterations it finished")
+    losses: list[float | str | None] = Field(default_factory=list)
+    modules: list[str] = Field(
+        default_factory=list, description="the modules compared, as the code names them"
+    )
+    error: str | None = None
+
+
 class DistributedReport(BaseModel):
-    entrypoint: str | None = None
+    entrypoint: str
     command: str | None = Field(default=None, description="the user's own command, when it was observed")
     healthy: bool
     completed: bool = Field(
@@ -84,13 +104,13 @@ class DistributedReport(BaseModel):
         default_factory=list,
         description="state compared outside the model (closures, 'state', plain attributes)",
     )
+    per_rank_by_design: list[str] = Field(
+        default_factory=list, description="tensors that differ across ranks by design, and why (not judged)"
+    )
+    processes: list[ObservedRank] = Field(default_factory=list, description="each rank, by node and rank")
     step_errors: dict[str, str] = Field(default_factory=dict)
     ranks: list[RankState] = Field(
         default_factory=list, description="every rank, when the job crashed or hung"
-    )
-    processes: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="command form: each rank's process by node and rank, and how it ended",
     )
     flight_recorder: FlightRecorderReport | None = None
     findings: list[Finding] = Field(default_factory=list)
@@ -108,8 +128,16 @@ class DistributedReport(BaseModel):
             f"wrapper: {self.wrapper}" + (f"; {self.sharding}" if self.sharding else ""),
         ]
         lines.extend(f"  {w}" for w in self.wrappers)
+        for p in self.processes:
+            lines.append(
+                f"  node {p.node} rank {p.rank} (local {p.local_rank}, {p.hostname} pid {p.pid}): {p.reason}, "
+                f"steps {p.steps[:1] + (['..', p.steps[-1]] if len(p.steps) > 1 else [])}, losses "
+                f"{[_short_float(x) for x in p.losses[:4]]}" + (f"; {p.error[:200]}" if p.error else "")
+            )
         if self.outside_state:
             lines.append(f"also compared outside the model: {', '.join(self.outside_state[:10])}")
+        if self.per_rank_by_design:
+            lines.append(f"differ by design (not judged): {'; '.join(self.per_rank_by_design[:6])}")
         if self.first_divergence:
             lines.append(f"first divergence: {self.first_divergence}")
         if self.single_process:
@@ -146,17 +174,14 @@ class DistributedReport(BaseModel):
                 if s.status in ("failed", "crashed") and s.log_tail:
                     lines.append("    log tail:")
                     lines.extend(f"      {line}" for line in s.log_tail.strip().splitlines()[-12:])
-        if self.processes:
-            lines.append("processes (by node and rank):")
-            lines.extend(
-                f"  node {p.get('node')} rank {p.get('rank')} (local {p.get('local_rank')}, pid {p.get('pid')}, "
-                f"{p.get('hostname')}): {p.get('ended')}, last step {p.get('last_step')}"
-                for p in self.processes[:32]
-            )
         if self.flight_recorder and self.flight_recorder.problem:
             lines.append(f"Flight Recorder: {self.flight_recorder.problem.message}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+def _short_float(x: Any) -> Any:
+    return round(x, 5) if isinstance(x, float) else x
 
 
 def _f(x: Any) -> float | str | None:

@@ -1,452 +1,467 @@
-"""Compare the ranks of an observed job: which tensor differs first, on which ranks, from when, by how much.
+"""Compare what every rank of an observed command held: the digests `runners/_ts_observe_dist.py` wrote.
 
-Each rank's observer (`runners/_ts_observe_dist.py`) wrote the digests of every tensor its models hold
-(`dist-*.jsonl` in the run's output folder): when each outermost module was first called (`init`),
-the gradients each optimizer applied (`grad`, step k) and every tensor at the end of step k (`step`).
-Here every rank is compared with rank 0 at each point, tensor by tensor, and the first difference
-of each kind becomes a `rank_divergence` finding that says whether the tensor differed from
-initialisation (built, seeded or loaded differently per rank) or drifted during training (gradients
-that are never all-reduced, per-rank statistics).
+Each rank's `dist-<tag>.jsonl` lists, at each point in time (`first_use` of a module, `after_step`
+k), a digest of every parameter, buffer and plain tensor attribute of the modules that ran. Here the
+ranks meet: every tensor is compared with the lowest rank's at the same point; the first point where
+it differs says whether it differs *from initialisation* (at its first snapshot: built, seeded or
+loaded differently) or *drifts during training* (equal at first, different after step k).
 
-What legitimately differs per rank is left out and said so in the notes: buffers DDP broadcasts from
-rank 0 at every forward (`broadcast_buffers=True`: judged when first seen only), tensor attributes
-that change at every step on every rank (a cached batch, a metric's running sums), sharded
-parameters (FSDP, DTensor: skipped by the observer), and models only some ranks call (evaluation on
-rank 0).
+Tensors that legitimately differ per rank are listed, not judged: shards (FSDP, DTensor), buffers
+DDP copies from rank 0 at every forward (`broadcast_buffers=True`) between two forwards, random
+generator states, integer tensors that hold a rank's data order (sampler permutations, indices), and
+attributes a forward replaces every time (activation caches).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainsleuth.knowledge.links import failure_modes_for
-from trainsleuth.tools.distributed.divergence import WHY, common_module
+from trainsleuth.tools.distributed.divergence import WHY, common_module, module_of
 from trainsleuth.tools.findings import Finding, Severity
 
-DIGEST_GLOB = "dist-n*.jsonl"
-HELLO_GLOB = "dist-hello-*.json"
-# a digest: [numel, sum, sum of squares, max |x|, position-weighted sum, samples...]
-N, SUM, SUMSQ, MAXABS, WSUM, SAMPLES = 0, 1, 2, 3, 4, 5
-MAX_DIFFERENCES = 200
-RUNNING = "running statistic"
+DIGEST_PREFIX = "dist-"
+STATS = 4  # sum, L1, L2, max |x|; the samples follow
+RNG_NAME = re.compile(r"(rng|generator|seed|random_state)", re.I)
+DATA_ORDER_NAME = re.compile(r"(sampler|indices|index|perm|shuffle|order|rank|local)", re.I)
+RNG_STATE_NUMEL = (5056, 16)  # torch's CPU and CUDA generator states (uint8)
+RUNNING_STATS = ("running_mean", "running_var", "num_batches_tracked")
+
+WHY_OUTSIDE = (
+    "this state lives outside the wrapped model (a frozen feature extractor, a teacher, a scaler or "
+    "normaliser, precomputed tables), so neither DDP's construction broadcast nor its all-reduce ever touches "
+    "it: build, fit or load it identically on every rank (same seed, same data, same checkpoint), or "
+    "broadcast it from rank 0"
+)
+WHY_ATTRIBUTE = (
+    "a plain tensor attribute (not a parameter or buffer) is never touched by DDP's broadcasts or "
+    "all-reduces: compute it identically on every rank (same seed, same data, or from the global batch)"
+)
+DRIFT_WHY = {
+    "parameter_ddp": (
+        "DDP keeps the weights it wraps equal only when every rank applies the same averaged gradient: a "
+        "rank stepped with its own gradients (no_sync() around every micro-step, a per-rank optimizer, "
+        "clipping or an in-place update of .data on one rank)"
+    ),
+    "parameter": (
+        "it is trained outside DDP, so each rank steps it with its own gradients and nothing averages them: "
+        "wrap it in DDP (or all-reduce its gradients)"
+    ),
+    "state": (
+        "it is updated in place from each rank's own batch (running statistics, a scaler or normaliser fitted "
+        "on the rank's shard) and nothing synchronises it: compute it from the global batch (all_reduce the "
+        "statistics), keep the module inside DDP with broadcast_buffers, or fit it once on the same data on "
+        "every rank"
+    ),
+    "running_stats": (
+        "BatchNorm running statistics drift apart when each rank keeps its own (DDP with "
+        "broadcast_buffers=False, or a BatchNorm outside DDP); evaluation then depends on the rank that saves "
+        "or evaluates: use SyncBatchNorm (GPU) or broadcast_buffers=True if that matters"
+    ),
+}
 
 
 @dataclass
-class RankDigests:
-    node: int
-    rank: int
-    pid: int
-    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
-    init: dict[str, tuple[int, list[Any]]] = field(default_factory=dict)  # name -> (step first seen, digest)
-    points: dict[tuple[str, int], dict[str, list[Any]]] = field(default_factory=dict)  # (grad|step, k) -> ...
-    wrappers: list[dict[str, Any]] = field(default_factory=list)
-    backend: str | None = None
+class RankFile:
+    """One process's digests: who it is and its snapshots in order."""
 
+    process: dict[str, Any]
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
+    path: str = ""
 
-def read_digests(out: Path) -> list[RankDigests]:
-    """Every rank's digests, rank order; a torn last line (a killed rank) is skipped."""
-    ranks: list[RankDigests] = []
-    hellos = _hellos(out)
-    for path in sorted(out.glob(DIGEST_GLOB)):
-        ident = hellos.get(path.name)
-        if ident is None or not ident.get("is_rank", True):
-            continue
-        rd = RankDigests(
-            node=int(ident.get("node", 0)), rank=int(ident.get("rank", 0)), pid=int(ident["pid"])
-        )
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            point, k = rec.get("point"), int(rec.get("k") or 0)
-            if point == "meta":
-                rd.meta.update(rec.get("tensors") or {})
-            elif point == "init":
-                for name, d in (rec.get("t") or {}).items():
-                    rd.init.setdefault(name, (k, d))
-            elif point in ("grad", "step"):
-                rd.points.setdefault((point, k), {}).update(rec.get("t") or {})
-            elif point == "wrapper":
-                rd.wrappers.append({k: v for k, v in rec.items() if k not in ("point", "k")})
-            elif point == "job":
-                rd.backend = rec.get("backend")
-        ranks.append(rd)
-    ranks.sort(key=lambda r: (r.rank, r.node, r.pid))
-    return ranks
+    @property
+    def rank(self) -> int:
+        return int(self.process.get("rank", 0))
 
-
-def _hellos(out: Path) -> dict[str, dict[str, Any]]:
-    """digest file name -> the identity its process wrote at start."""
-    found: dict[str, dict[str, Any]] = {}
-    for path in out.glob(HELLO_GLOB):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("jsonl"):
-            found[str(data["jsonl"])] = data
-    return found
-
-
-def read_hellos(out: Path) -> list[dict[str, Any]]:
-    return sorted(_hellos(out).values(), key=lambda h: (h.get("node", 0), h.get("rank", 0), h.get("pid", 0)))
-
-
-# ---------------------------------------------------------------------------- one tensor, two ranks
-
-
-def _f(x: Any) -> float:
-    if isinstance(x, (int, float)):
-        return float(x)
-    return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}.get(str(x), math.nan)
+    @property
+    def is_rank(self) -> bool:
+        return bool(self.process.get("rank_env")) and not self.process.get("child")
 
 
 @dataclass
-class Gap:
-    """How rank r's tensor differs from rank 0's, from their digests."""
-
-    max_abs_diff: float  # over the sampled elements (a lower bound of the true max |Δ|)
-    rel_diff: float  # relative to rank 0's max |x| (or the change of norm, when larger)
-    norm_0: float
-    norm_r: float
-    shape_differs: bool = False
-
-
-def compare(a: list[Any], b: list[Any], rtol: float) -> Gap | None:
-    """None when the digests agree within `rtol` (relative to the tensor's scale), else the gap."""
-    if not a or not b or len(a) != len(b) or a[N] != b[N]:
-        return Gap(math.nan, math.nan, math.nan, math.nan, shape_differs=True)
-    if a == b or a[N] == 0:
-        return None
-    va, vb = [_f(x) for x in a], [_f(x) for x in b]
-    n = va[N]
-    norm_a, norm_b = math.sqrt(max(va[SUMSQ], 0.0)), math.sqrt(max(vb[SUMSQ], 0.0))
-    if not all(map(math.isfinite, va + vb)):
-        return Gap(math.inf, math.inf, norm_a, norm_b)  # NaN/Inf on one rank, or in different places
-    scale = max(abs(va[MAXABS]), abs(vb[MAXABS]), 1e-30)
-    sample_gap = max((abs(x - y) for x, y in zip(va[SAMPLES:], vb[SAMPLES:], strict=True)), default=0.0)
-    gaps = [
-        sample_gap / scale,
-        abs(va[MAXABS] - vb[MAXABS]) / scale,
-        abs(norm_a - norm_b) / max(norm_a, norm_b, 1e-30),
-        abs(va[SUM] - vb[SUM]) / (scale * math.sqrt(n)),
-        abs(va[WSUM] - vb[WSUM]) / (scale * math.sqrt(n)),
-    ]
-    if max(gaps) <= rtol:
-        return None
-    max_abs = max(sample_gap, abs(va[MAXABS] - vb[MAXABS]))
-    rel = max(max_abs / max(abs(va[MAXABS]), 1e-30), gaps[2])
-    return Gap(max_abs, rel, norm_a, norm_b)
-
-
-# ---------------------------------------------------------------------------- the whole job
-
-
-@dataclass
-class Divergence:
+class TensorDiff:
     name: str
-    kind: str  # parameter, frozen parameter, buffer, attribute, gradient
-    module: str | None
-    origin: str  # initialisation | training
-    point: str  # init | grad | step
+    kind: str
+    phase: str
     step: int
+    origin: str  # "initialisation" or "training"
     ranks: list[int]
-    gap: Gap
-    in_ddp: bool | None
+    max_abs_diff: float | None
+    rel_diff: float | None
+    ref_max_abs: float | None
+    sampled: bool
+    ddp: str | None
+    order: tuple[int, int, int]
 
 
 @dataclass
 class Comparison:
-    divergences: list[Divergence] = field(default_factory=list)
-    compared_tensors: int = 0
-    compared_points: int = 0
+    ranks: list[int] = field(default_factory=list)
+    compared: int = 0  # tensors compared at least once
+    points: int = 0  # (tensor, point) pairs compared
+    diffs: list[TensorDiff] = field(default_factory=list)
+    by_design: list[str] = field(default_factory=list)
+    only_on_some: list[str] = field(default_factory=list)
+    structure: list[str] = field(default_factory=list)
+    outside_ddp: list[str] = field(default_factory=list)
+    ddp: list[dict[str, Any]] = field(default_factory=list)
+    backend: str | None = None
+    roots: list[str] = field(default_factory=list)  # the modules' labels, as the user's code names them
     notes: list[str] = field(default_factory=list)
-    per_step_only: list[str] = field(default_factory=list)  # attributes changing every step: not judged
+
+    def root_of(self, name: str) -> str:
+        """The label of the module a tensor name starts with (`model.features` for `model.features.w`)."""
+        best = ""
+        for label in self.roots:
+            if (name == label or name.startswith((label + ".", label + "["))) and len(label) > len(best):
+                best = label
+        return best or name.split(".")[0]
 
 
-def _order(point: str, k: int) -> tuple[int, int]:
-    return (k, 0 if point == "grad" else 1)
+# ---------------------------------------------------------------------------- reading
 
 
-def compare_ranks(ranks: list[RankDigests], rtol: float) -> Comparison:
-    """Every rank against rank 0: the first point at which each tensor differs, and on which ranks."""
-    out = Comparison()
-    if len(ranks) < 2:
-        return out
-    ref, others = ranks[0], ranks[1:]
-    meta = ref.meta
-    out.compared_tensors = len(meta)
-    changing = _changing_every_step(ref)
-    first: dict[str, Divergence] = {}
-    # initialisation: when each model was first called (the same step on both ranks, else not comparable)
-    for name, (k0, d0) in ref.init.items():
-        for other in others:
-            got = other.init.get(name)
-            if got is None or got[0] != k0:
+def read_rank_files(out_dir: Path) -> list[RankFile]:
+    """Every `dist-*.jsonl` in the run's folder; a line cut short by a kill is skipped."""
+    files = []
+    for path in sorted(out_dir.glob(f"{DIGEST_PREFIX}*.jsonl")):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        process: dict[str, Any] | None = None
+        snapshots = []
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
                 continue
-            gap = compare(d0, got[1], rtol)
-            if gap is not None:
-                m = meta.get(name, {})
-                _add(first, name, m, "init", k0, other.rank, gap, _running(m, name, changing, k0 > 1))
-    synced = {n for n, m in meta.items() if m.get("synced_each_forward")}
-    for point, k in sorted(ref.points, key=lambda pk: _order(*pk)):
-        out.compared_points += 1
-        digests = ref.points[(point, k)]
-        for other in others:
-            theirs = other.points.get((point, k))
-            if theirs is None:
+            if not isinstance(record, dict):
                 continue
-            for name, d0 in digests.items():
-                if point == "step" and name in synced:
-                    continue  # DDP broadcasts it from rank 0 at the next forward
-                d1 = theirs.get(name)
-                if d1 is None:
-                    continue
-                gap = compare(d0, d1, rtol)
-                if gap is None:
-                    continue
-                m = meta.get(name, {})
-                if m.get("kind") == "attribute" and name in changing and f"attribute:{name}" not in first:
-                    if name not in out.per_step_only:
-                        out.per_step_only.append(name)
-                    continue
-                _add(first, name, m, point, k, other.rank, gap, _running(m, name, changing, point == "step"))
-    order = {name: i for i, name in enumerate(meta)}
-    # a parameter that drifts because its gradient differed is the gradient's consequence, not a second cause
-    grads = {d.name: d for d in first.values() if d.kind == "gradient"}
-    kept = [
-        d
-        for d in first.values()
-        if not (d.kind == "parameter" and d.name in grads and _chrono(grads[d.name]) <= _chrono(d))
-    ]
-    out.divergences = sorted(kept, key=lambda d: (_chrono(d), order.get(d.name, len(order)), d.name))
-    if synced:
-        out.notes.append(
-            f"{len(synced)} buffer(s) inside DDP with broadcast_buffers=True are broadcast from rank 0 at every "
-            "forward: compared when first seen, not after each step (they differ there by design)"
-        )
-    if out.per_step_only:
-        out.notes.append(
-            "tensor attributes that change at every step on every rank (a cached batch, a metric's running sums) "
-            f"differ per rank by nature and were not judged: {', '.join(out.per_step_only[:6])}"
-        )
-    only = sorted(set().union(*(set(o.meta) for o in others)) ^ set(meta))
-    if only:
-        out.notes.append(
-            f"{len(only)} tensor(s) were seen on some ranks only (a model only some ranks call, such as evaluation "
-            f"on rank 0), not compared: {', '.join(only[:5])}"
-        )
+            if record.get("type") == "process":
+                process = record
+            elif record.get("type") == "snapshot":
+                snapshots.append(record)
+        if process is not None:
+            files.append(RankFile(process=process, snapshots=snapshots, path=path.name))
+    return files
+
+
+def training_ranks(files: list[RankFile]) -> dict[int, RankFile]:
+    """rank -> the process that is that rank (the launcher and data-loader workers left out)."""
+    out: dict[int, RankFile] = {}
+    for f in files:
+        if not f.is_rank:
+            continue
+        current = out.get(f.rank)
+        if current is None or (len(f.snapshots) > len(current.snapshots)):
+            out[f.rank] = f
+    return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------------------- comparing
+
+
+def _order(phase: str, step: int) -> tuple[int, int]:
+    return (int(step), 0 if phase == "first_use" else 1)
+
+
+def _timeline(f: RankFile) -> dict[str, dict[tuple[int, int], dict[str, Any]]]:
+    """tensor name -> point -> row (a tensor's first snapshot at a point wins)."""
+    out: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
+    for snap in f.snapshots:
+        point = _order(str(snap.get("phase")), int(snap.get("step") or 0))
+        for row in snap.get("tensors") or []:
+            out.setdefault(row["n"], {}).setdefault(point, row)
     return out
 
 
-def _chrono(d: Divergence) -> tuple[int, int]:
-    return (-1, 0) if d.point == "init" else _order(d.point, d.step)
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
 
 
-def _running(m: dict[str, Any], name: str, changing: set[str], in_training: bool) -> str | None:
-    """'running statistic' for a buffer that changes at every step and differs once training runs."""
-    if not in_training or m.get("kind") != "buffer":
+def _close(a: float, b: float, scale: float, rtol: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= rtol * scale
+
+
+def compare_rows(a: dict[str, Any], b: dict[str, Any], rtol: float) -> dict[str, Any] | None:
+    """None when the two digests agree within rtol; else how they differ."""
+    if a.get("s") != b.get("s") or a.get("d") != b.get("d"):
+        return {"structure": f"{a.get('d')}{a.get('s')} against {b.get('d')}{b.get('s')}"}
+    va, vb = a.get("v"), b.get("v")
+    if not va or not vb or len(va) != len(vb):
         return None
-    return RUNNING if m.get("running") or name in changing else None
+    va = [_num(x) for x in va]
+    vb = [_num(x) for x in vb]
+    l1 = max(abs(va[1]), abs(vb[1])) if not math.isnan(va[1] + vb[1]) else math.inf
+    amax = max(abs(va[3]), abs(vb[3])) if not math.isnan(va[3] + vb[3]) else math.inf
+    scales = [l1, l1, max(abs(va[2]), abs(vb[2])), amax]
+    same = all(_close(va[i], vb[i], scales[i], rtol) for i in range(STATS))
+    samples_a, samples_b = va[STATS:], vb[STATS:]
+    same = same and all(_close(x, y, amax, rtol) for x, y in zip(samples_a, samples_b, strict=True))
+    if same:
+        return None
+    deltas = [
+        abs(x - y) if not (math.isnan(x) and math.isnan(y)) else 0.0
+        for x, y in zip(samples_a, samples_b, strict=True)
+    ]
+    deltas = [d if not math.isnan(d) else math.inf for d in deltas]
+    max_abs = max([*deltas, abs(va[3] - vb[3]) if math.isfinite(va[3] - vb[3]) else math.inf], default=0.0)
+    ref_norm = math.sqrt(sum(x * x for x in samples_a if math.isfinite(x)))
+    diff_norm = math.sqrt(sum(d * d for d in deltas)) if all(math.isfinite(d) for d in deltas) else math.inf
+    if ref_norm > 0 and diff_norm > 0:
+        rel = diff_norm / ref_norm
+    elif va[2] > 0:
+        rel = abs(va[2] - vb[2]) / va[2] if math.isfinite(va[2] - vb[2]) else math.inf
+    else:
+        rel = math.inf
+    return {"max_abs_diff": max_abs, "rel_diff": rel, "ref_max_abs": va[3]}
 
 
-def _changing_every_step(ref: RankDigests) -> set[str]:
-    """Attributes whose value on rank 0 changes between every two observed points; buffers that change at all."""
-    steps = sorted(k for p, k in ref.points if p == "step")
-    kinds = {n: m.get("kind") for n, m in ref.meta.items()}
-    names = {n for n, k in kinds.items() if k in ("attribute", "buffer")}
-    out = set()
-    for name in names:
-        seq = [ref.points[("step", k)].get(name) for k in steps]
-        first = ref.init.get(name)
-        if first is not None:
-            seq.insert(0, first[1])
-        seq = [s for s in seq if s is not None]
-        pairs = list(itertools.pairwise(seq))
-        # attributes: changed between every two points (a cached batch, running sums); buffers: changed at all
-        if pairs and (
-            all(a != b for a, b in pairs) or (kinds[name] == "buffer" and any(a != b for a, b in pairs))
-        ):
-            out.add(name)
-    return out
+def _last(name: str) -> str:
+    return re.split(r"[.\[]", name.rstrip("]"))[-1]
 
 
-def _add(
-    first: dict[str, Divergence],
-    name: str,
-    m: dict[str, Any],
-    point: str,
-    k: int,
-    rank: int,
-    gap: Gap,
-    kind_override: str | None = None,
-) -> None:
-    kind = kind_override or ("gradient" if point == "grad" else str(m.get("kind") or "parameter"))
-    key = f"{kind}:{name}"
-    d = first.get(key)
-    if d is None:
-        first[key] = Divergence(
-            name=name,
-            kind=kind,
-            module=m.get("module"),
-            origin="initialisation" if point == "init" and k <= 1 else "training",
-            point=point,
-            step=k,
-            ranks=[rank],
-            gap=gap,
-            in_ddp=m.get("in_ddp"),
-        )
-    elif d.point == point and d.step == k and rank not in d.ranks:
-        d.ranks.append(rank)
-        if gap.rel_diff > d.gap.rel_diff:
-            d.gap = gap
+def by_design(name: str, row: dict[str, Any]) -> str | None:
+    """Why this tensor may differ per rank without a bug, judged from its name, type and flags; else None."""
+    flags = row.get("f") or {}
+    if flags.get("sharded"):
+        return "a shard (FSDP / DTensor): each rank holds its own part"
+    last = _last(name)
+    dtype = str(row.get("d") or "")
+    numel = math.prod(row.get("s") or [1])
+    if RNG_NAME.search(last) or (dtype == "uint8" and numel in RNG_STATE_NUMEL):
+        return "a random generator state (per rank by design)"
+    integer = dtype.startswith(("int", "uint", "bool"))
+    if integer and DATA_ORDER_NAME.search(last):
+        return "integers holding the rank's data order (sampler, indices)"
+    return None
+
+
+def compare_ranks(files: list[RankFile], rtol: float) -> Comparison:
+    """Every tensor of every rank against the lowest rank's, point by point."""
+    ranks = training_ranks(files)
+    result = Comparison(ranks=list(ranks))
+    for f in ranks.values():
+        for snap in f.snapshots:
+            if snap.get("backend") and result.backend is None:
+                result.backend = str(snap["backend"])
+            if snap.get("phase") == "after_step" and snap.get("ddp") and not result.ddp:
+                result.ddp = list(snap["ddp"])
+    if len(ranks) < 2:
+        return result
+    timelines = {r: _timeline(f) for r, f in ranks.items()}
+    ref_rank = min(ranks)
+    ref = timelines[ref_rank]
+    every: dict[str, list[int]] = {}
+    for r, tl in timelines.items():
+        for name in tl:
+            every.setdefault(name, []).append(r)
+    names_everywhere = {n for n, holders in every.items() if len(holders) == len(timelines)}
+    for name, holders in every.items():
+        if len(holders) < len(timelines) and len(result.only_on_some) < 20:
+            result.only_on_some.append(f"{name} (only on rank{'s' if len(holders) > 1 else ''} {holders})")
+    for f in ranks.values():
+        for snap in f.snapshots:
+            for label in snap.get("roots") or []:
+                if label not in result.roots:
+                    result.roots.append(label)
+    position = {name: i for i, name in enumerate(ref)}
+    outside: list[str] = []
+    for name in sorted(names_everywhere, key=lambda n: position.get(n, 0)):
+        points = sorted(set.intersection(*(set(tl[name]) for tl in timelines.values())))
+        if not points:
+            continue
+        result.compared += 1
+        first_row = ref[name][points[0]]
+        flags = first_row.get("f") or {}
+        if not flags.get("ddp"):
+            root = result.root_of(name)
+            if root not in outside:
+                outside.append(root)
+        excuse = by_design(name, first_row)
+        cache = _is_cache(name, ref)
+        for i, point in enumerate(points):
+            differing: list[int] = []
+            worst: dict[str, Any] | None = None
+            for r, tl in timelines.items():
+                if r == ref_rank:
+                    continue
+                result.points += 1
+                diff = compare_rows(ref[name][point], tl[name][point], rtol)
+                if diff is None:
+                    continue
+                if "structure" in diff:
+                    text = f"{name}: rank {ref_rank} {diff['structure']} on rank {r}"
+                    if text not in result.structure:
+                        result.structure.append(text)
+                    continue
+                differing.append(r)
+                if worst is None or _num(diff["max_abs_diff"]) > _num(worst["max_abs_diff"]):
+                    worst = diff
+            if not differing or worst is None:
+                continue
+            row = ref[name][point]
+            kind = str(row.get("k"))
+            phase = "first_use" if point[1] == 0 else "after_step"
+            why_not = excuse or cache
+            if why_not is None and (row.get("f") or {}).get("rebroadcast") and phase == "after_step":
+                why_not = "a buffer DDP copies from rank 0 at every forward (broadcast_buffers=True)"
+            if why_not is not None:
+                result.by_design.append(f"{name}: {why_not}")
+                break
+            numel = math.prod(row.get("s") or [1])
+            result.diffs.append(
+                TensorDiff(
+                    name=name,
+                    kind=kind,
+                    phase=phase,
+                    step=point[0],
+                    origin="initialisation" if i == 0 else "training",
+                    ranks=differing,
+                    max_abs_diff=_num(worst["max_abs_diff"]),
+                    rel_diff=_num(worst["rel_diff"]),
+                    ref_max_abs=_num(worst["ref_max_abs"]),
+                    sampled=numel > len(row.get("v") or []) - STATS,
+                    ddp=flags.get("ddp"),
+                    order=(point[0], point[1], position.get(name, 0)),
+                )
+            )
+            break
+    result.outside_ddp = outside if result.ddp else []
+    result.diffs.sort(key=lambda d: d.order)
+    return result
+
+
+def _is_cache(name: str, timeline: dict[str, dict[tuple[int, int], dict[str, Any]]]) -> str | None:
+    """An attribute the forward sets anew every time (an activation cache), judged on the reference rank."""
+    rows = [timeline[name][p] for p in sorted(timeline.get(name, {}))]
+    if not rows or rows[0].get("k") != "attribute":
+        return None
+    flags = [r.get("f") or {} for r in rows]
+    if any(f.get("activation") for f in flags):
+        return "an activation kept by the forward (it carries autograd history): per-rank data"
+    later = flags[1:]
+    if later and all(f.get("replaced") for f in later):
+        return "an attribute the forward replaces at every step (a cache of the rank's own batch)"
+    return None
 
 
 # ---------------------------------------------------------------------------- findings
 
-KIND_WHY = {
-    "parameter": WHY["parameter"],
-    "frozen parameter": WHY["frozen parameter"],
-    "buffer": WHY["buffer"],
-    "attribute": (
-        "a tensor kept as a plain attribute is neither a parameter nor a buffer, so no wrapper ever broadcasts it: "
-        "build it from the same seed on every rank, or register it as a buffer before wrapping"
-    ),
-    RUNNING: (
-        "running statistics of each rank's own batches (BatchNorm statistics, a copy of them in an EMA model, a "
-        "running normaliser) differ per rank by nature and nothing synchronises them: harmless for training; "
-        "evaluate and save from one rank, or all-reduce them (SyncBatchNorm on GPUs) where ranks must agree"
-    ),
-    "gradient": (
-        "the gradient is not all-reduced: the parameter is trained outside DDP (its optimizer steps it with each "
-        "rank's own gradient), so the ranks' copies of it drift apart from this step on; wrap the module that owns "
-        "it in DDP (or all-reduce its gradients)"
-    ),
-}
-OUTSIDE_WHY = (
-    "neither DDP's construction broadcast nor its all-reduce ever touches state outside it: build or load it "
-    "identically on every rank (the same seed before it is drawn, the same checkpoint), or broadcast it from rank 0"
-)
+
+def _kind_label(d: TensorDiff) -> str:
+    return {"attribute": "tensor attribute"}.get(d.kind, d.kind)
 
 
-def _when(d: Divergence) -> str:
-    if d.point == "init" and d.step > 1:
-        return (
-            f"when {d.module or 'the model'} is first called, in step {d.step} (training had begun, so this is not "
-            "its initial value)"
-        )
-    if d.point == "init":
-        return (
-            f"from initialisation: they already differ when {d.module or 'the model'} is first called "
-            f"({'before step 1' if d.step <= 1 else f'in step {d.step}'})"
-        )
-    if d.point == "grad":
-        return f"during training: equal at initialisation, the gradient differs at step {d.step}"
-    return f"during training: equal at initialisation, it differs after step {d.step}"
+def _when(d: TensorDiff) -> str:
+    if d.phase == "first_use":
+        return f"from initialisation: already before the first forward of step {d.step}"
+    if d.origin == "initialisation":
+        return f"from the first time it was seen (after step {d.step})"
+    return f"from step {d.step} (equal before it): it drifts during training"
 
 
-def _severity(d: Divergence) -> Severity:
-    if d.kind == RUNNING:
-        return "info"
-    if d.origin == "training" and d.kind in ("buffer", "attribute"):
-        return "warning"
-    return "error"
-
-
-def _fmt(x: float) -> str:
-    if math.isnan(x):
-        return "?"
-    return f"{x:.3g}"
-
-
-def findings(comp: Comparison, wrapped: list[str]) -> list[Finding]:
-    """One `rank_divergence` per (origin, kind): the first tensor, all that differ alike, the ranks, the size."""
-    groups: dict[tuple[str, str], list[Divergence]] = {}
-    for d in comp.divergences:
-        groups.setdefault((d.origin, d.kind), []).append(d)
-    out: list[Finding] = []
-    for (origin, kind), items in sorted(groups.items(), key=lambda kv: _chrono(kv[1][0])):
-        d = items[0]
-        names = [x.name for x in items]
-        ranks = sorted({r for x in items for r in x.ranks})
-        module = d.module if len(items) == 1 else (common_module(names) or d.module)
-        more = f" (and {len(items) - 1} more{' in ' + module if module else ''})" if len(items) > 1 else ""
-        if d.gap.shape_differs:
-            size = "its shape differs"
+def _why(d: TensorDiff, outside_note: str | None) -> tuple[str, Severity]:
+    if d.origin == "initialisation":
+        if d.ddp is None and d.kind != "attribute":
+            base = WHY_OUTSIDE
+        elif d.kind == "attribute":
+            base = WHY_ATTRIBUTE
         else:
-            size = (
-                f"norm {_fmt(d.gap.norm_0)} on rank 0 against {_fmt(d.gap.norm_r)}, max |Δ| at least "
-                f"{_fmt(d.gap.max_abs_diff)} (relative {_fmt(d.gap.rel_diff)})"
-            )
-        outside = ""
-        if d.in_ddp is False and wrapped and kind not in ("gradient", RUNNING):
-            outside = f"; {d.module} is outside DDP (DDP wraps {', '.join(wrapped[:3])})"
-        why = (
-            OUTSIDE_WHY if (d.in_ddp is False and wrapped and origin == "initialisation") else KIND_WHY[kind]
-        )
-        label = "gradient of" if kind == "gradient" else kind
+            base = WHY.get(d.kind, WHY["parameter"])
+        return (f"{outside_note}; {base}" if outside_note else base), "error"
+    last = _last(d.name)
+    if d.kind == "buffer" and last in RUNNING_STATS:
+        return DRIFT_WHY["running_stats"], "warning"
+    if d.kind == "parameter":
+        return DRIFT_WHY["parameter_ddp" if d.ddp else "parameter"], "error"
+    return DRIFT_WHY["state"], "error"
+
+
+def _outside_note(d: TensorDiff, comp: Comparison) -> str | None:
+    if d.ddp is not None or not comp.ddp:
+        return None
+    wrapped = [str(w.get("module")) for w in comp.ddp]
+    root = comp.root_of(d.name)
+    owner = module_of(d.name) or root
+    return (
+        f"{owner} is outside DDP (DDP wraps only {', '.join(wrapped)}), so nothing ever synchronises it "
+        f"across ranks"
+        if root not in wrapped
+        else None
+    )
+
+
+def findings(comp: Comparison) -> tuple[list[Finding], str | None]:
+    """rank_divergence findings, one per module and origin (initialisation or training), earliest first; and
+    the first divergence."""
+    groups: dict[tuple[str, str], list[TensorDiff]] = {}
+    for d in comp.diffs:
+        key = (d.origin, comp.root_of(d.name))
+        groups.setdefault(key, []).append(d)
+    out: list[Finding] = []
+    for (origin, _root), diffs in sorted(groups.items(), key=lambda kv: kv[1][0].order):
+        d = diffs[0]
+        names = [x.name for x in diffs]
+        module = common_module(names) if len(names) > 1 else module_of(d.name)
+        ranks = sorted({r for x in diffs for r in x.ranks})
+        others = names[1:]
+        more = f" (and {len(others)} more{' in ' + module if module else ''})" if others else ""
+        why, severity = _why(d, _outside_note(d, comp))
+        sampled = " over 64 sampled elements" if d.sampled else ""
         message = (
-            f"{label} {d.name}{more} differs on rank{'s' if len(ranks) > 1 else ''} "
-            f"{', '.join(map(str, ranks))} from rank 0 {_when(d)}: {size}{outside}; {why}"
+            f"{_kind_label(d)} {d.name}{more} differs on rank{'s' if len(ranks) > 1 else ''} "
+            f"{', '.join(map(str, ranks))} from rank {min(comp.ranks)} {_when(d)} (max |Δ| "
+            f"{_fmt(d.max_abs_diff)}{sampled}, relative {_fmt(d.rel_diff)}, rank {min(comp.ranks)}'s max |x| "
+            f"{_fmt(d.ref_max_abs)}); {why}"
         )
         out.append(
             Finding(
                 code="rank_divergence",
-                severity=_severity(d),
+                severity=severity,
                 message=message,
-                step=0 if d.point == "init" and d.step <= 1 else d.step,
+                step=d.step,
                 module=module,
                 evidence={
                     "tensor": d.name,
-                    "kind": kind,
+                    "kind": d.kind,
                     "origin": origin,
-                    "point": d.point,
+                    "phase": d.phase,
                     "first_step": d.step,
                     "differing_ranks": ranks,
-                    "max_abs_diff": _jsonable(d.gap.max_abs_diff),
-                    "rel_diff": _jsonable(d.gap.rel_diff),
-                    "norm_rank0": _jsonable(d.gap.norm_0),
-                    "norm_other": _jsonable(d.gap.norm_r),
-                    "in_ddp": d.in_ddp,
-                    "also_differ": names[1:10],
-                    "n_differ": len(items),
+                    "reference_rank": min(comp.ranks),
+                    "max_abs_diff": d.max_abs_diff,
+                    "rel_diff": d.rel_diff,
+                    "ref_max_abs": d.ref_max_abs,
+                    "max_abs_over_samples": d.sampled,
+                    "inside_ddp": d.ddp,
+                    "also_differ": others[:10],
+                    "n_differ": len(names),
                 },
                 failure_modes=failure_modes_for("rank_divergence"),
             )
         )
-    return out
+    first = None
+    if comp.diffs:
+        d = comp.diffs[0]
+        first = f"{_kind_label(d)} {d.name} on rank(s) {d.ranks}, {_when(d)}"
+    return out, first
 
 
-def _jsonable(x: float) -> float | str:
-    return x if math.isfinite(x) else str(x)
-
-
-def differences(comp: Comparison) -> list[dict[str, Any]]:
-    """Rows for the report's `differences` (the `Difference` model of check.py)."""
-    rows = []
-    for d in comp.divergences[:MAX_DIFFERENCES]:
-        rows.append(
-            {
-                "name": d.name,
-                "kind": d.kind,
-                "phase": "first_call"
-                if d.point == "init"
-                else ("before_step" if d.point == "grad" else "after_step"),
-                "step": d.step,
-                "rank": d.ranks[0] if d.ranks else None,
-                "ranks": d.ranks,
-                "max_abs_diff": _jsonable(d.gap.max_abs_diff),
-                "rel_diff": _jsonable(d.gap.rel_diff),
-            }
-        )
-    return rows
+def _fmt(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "?"
+    return f"{x:.3g}"

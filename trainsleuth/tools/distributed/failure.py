@@ -35,7 +35,6 @@ GLOO_MISMATCH = "Is there a distributed collective mismatch"
 
 class RankState(BaseModel):
     rank: int
-    node: int | None = None
     status: str = Field(
         description="finished, failed, crashed, hung, or stopped (by the check after another rank failed)"
     )
@@ -95,7 +94,7 @@ def _check_site(text: str | None) -> str | None:
     return text
 
 
-def _stack_lines(frames: list[dict[str, Any]]) -> list[str]:
+def stack_lines(frames: list[dict[str, Any]]) -> list[str]:
     out = []
     for fr in frames[:25]:
         file = str(fr.get("filename") or "")
@@ -157,7 +156,7 @@ def rank_states(
             state.where = _check_site(info["call_site"] if info["collective"] else info["where"])
             if state.collective and state.where is None:
                 state.where = _check_site(info["where"])
-            state.stack = _stack_lines(info["frames"])
+            state.stack = stack_lines(info["frames"])
             state.stack_source = source
         if fr is not None:
             state.flight_recorder = fr.last_by_rank.get(str(r))

@@ -36,7 +36,7 @@ MAX_DUMP_BYTES = 256 * 1024 * 1024
 MAX_RANKS = 4096
 CHECK_GROUP = "trainsleuth_check"
 RUNNER_MARK = "trainsleuth/tools/runners/"
-OBSERVER_MARK = "tools/runners/_ts_observe"  # the observer inside the user's own command
+OBSERVER_MARK = "trainsleuth/tools/runners/_ts_observe"  # the observer's wrappers: transparent, not a check
 NAME_RANK = re.compile(r"^(.*?)(\d+)$")
 
 
@@ -172,7 +172,7 @@ def call_site(frames: list[dict[str, Any]] | None) -> str | None:
     for fr in frames or []:
         file = str(fr.get("filename") or "").replace("\\", "/")
         if OBSERVER_MARK in file:
-            continue  # the observer's pass-through wrappers (backward, optimizer step): not a call site
+            continue
         if RUNNER_MARK in file:
             return "trainsleuth's own check (between steps)"
         if "/torch/" in file or "/lib/python3" in file or file.startswith("<"):

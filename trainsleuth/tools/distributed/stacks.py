@@ -71,7 +71,7 @@ PTRACE_HINT = (
     "SYS_PTRACE to the container's securityContext.capabilities"
 )
 MAX_FRAMES = 60
-OBSERVER_MARK = "tools/runners/_ts_observe"  # frames of the observer inside the user's own command
+OBSERVER_MARK = "trainsleuth/tools/runners/_ts_observe"  # the observer's wrappers around the user's calls
 
 
 def ptrace_scope() -> str:
@@ -287,7 +287,7 @@ def find_targets(pids: Sequence[int], pattern: str | None, workspaces: Sequence[
 # ---------------------------------------------------------------------------- dumping and analysis
 
 
-def _dump(
+def py_spy_dump(
     py_spy: str, pid: int, native: bool, timeout_s: float, cancel: threading.Event | None
 ) -> tuple[Any, str | None]:
     argv = [py_spy, "dump", "--pid", str(pid), "--json"]
@@ -318,9 +318,9 @@ NATIVE_FILE = re.compile(r"\.(so(\.[0-9.]+)?|dylib|dll|pyd)$")
 def _is_library(file: str) -> bool:
     f = file.replace("\\", "/")
     return (
-        OBSERVER_MARK in f  # the observer's pass-through wrappers in an observed run are not the user's code
-        or "/site-packages/" in f
+        "/site-packages/" in f
         or "/dist-packages/" in f
+        or OBSERVER_MARK in f
         or "/lib/python3" in f
         or f.startswith("<frozen")
         or bool(NATIVE_FILE.search(f))
@@ -350,8 +350,7 @@ def analyse_threads(threads: list[dict[str, Any]], pid: int) -> dict[str, Any]:
             collective = str(fr.get("name"))
             for j in range(i + 1, len(frames)):
                 outer = frames[j]
-                outer_file = str(outer.get("filename") or "").replace("\\", "/")
-                if "torch/distributed" not in outer_file and OBSERVER_MARK not in outer_file:
+                if "torch/distributed" not in str(outer.get("filename") or "").replace("\\", "/"):
                     call_site = _frame_text(outer)
                     break
             break
@@ -482,7 +481,9 @@ def _dump_live(
             if cancel_event is None:
                 time.sleep(interval_s)
         with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
-            futures = [pool.submit(_dump, py_spy, t.pid, native, timeout_s, cancel_event) for t in targets]
+            futures = [
+                pool.submit(py_spy_dump, py_spy, t.pid, native, timeout_s, cancel_event) for t in targets
+            ]
             results = [f.result() for f in futures]
         current = []
         for t, (data, err) in zip(targets, results, strict=True):

@@ -49,7 +49,7 @@ class PrecisionResult(BaseModel):
 
 
 class PrecisionReport(BaseModel):
-    entrypoint: str | None = None
+    entrypoint: str
     command: str | None = Field(default=None, description="the user's own command, when it was observed")
     healthy: bool
     device: str = ""
@@ -72,14 +72,13 @@ class PrecisionReport(BaseModel):
                 if r.loss_fp32 is not None
                 else ""
             )
-            grads = any(m.grad_rel_error is not None for m in r.modules)
             lines.append(
-                f"{r.dtype} (rtol {r.rtol:g}): {loss}first output beyond: {r.first_output_beyond or '-'}"
-                + (f"; first gradient beyond: {r.first_grad_beyond or '-'}" if grads else "")
+                f"{r.dtype} (rtol {r.rtol:g}): {loss}first output beyond: {r.first_output_beyond or '-'}; first "
+                f"gradient beyond: {r.first_grad_beyond or '-'}"
             )
             for m in r.modules[:25]:
                 mark = " <-- beyond tolerance" if m.beyond_tolerance else ""
-                grad = f", grad rel {_fmt(m.grad_rel_error)}" if grads else ""
+                grad = f", grad rel {_fmt(m.grad_rel_error)}" if m.grad_rel_error is not None else ""
                 lines.append(f"  {m.module} ({m.type}): output rel {_fmt(m.output_rel_error)}{grad}{mark}")
         for dtype, why in self.unsupported.items():
             lines.append(f"{dtype}: not compared: {why}")

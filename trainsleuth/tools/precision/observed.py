@@ -1,21 +1,23 @@
-"""`compare_precision command=...`: the user's own training command, its first forward replayed per precision.
+"""`compare_precision command=...`: the model's real first training forward, in fp32 and in bf16/fp16.
 
-The command runs under the observer with its `precision` plugin (`runners/_ts_observe_precision.py`):
-at the first observed step the model that trains has its forward replayed on the inputs it received,
-in fp32 and under bf16/fp16 autocast, with the run's random state and buffers restored so the run
-itself is unchanged; then the observer stops the run. The per-module comparison and the report are
-the entrypoint form's (`compare.build_report`).
+The user's command runs under the observer with its `precision` plugin
+(`runners/_ts_observe_precision.py`): at the first training call of each model in the first observed
+iteration, the plugin replays that forward on the same inputs in fp32 and under autocast, module by
+module, without changing the run; the run stops after that iteration. The comparison and the report
+are the entrypoint form's (`compare.build_report`): `precision_mismatch` at the first module beyond
+tolerance, `lost_between_modules` when the precision is lost in forward code between modules.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from trainsleuth.tools.distributed.errors import AnalysisError
+from trainsleuth.tools.observe import CommandError, ObserveError, require_training, run_observed
 from trainsleuth.tools.precision.compare import DEFAULT_RTOL, DTYPES, PrecisionReport, build_report
-
-PLUGIN = "precision"
 
 
 def compare_command(
@@ -26,63 +28,90 @@ def compare_command(
     dtypes: list[str] | None = None,
     rtol: dict[str, float] | None = None,
     start: int = 1,
-    timeout_s: float = 300.0,
+    timeout_s: float = 180.0,
     cancel_event: threading.Event | None = None,
-    cwd: Path | None = None,
+    on_start: Callable[[Path], None] | None = None,
 ) -> PrecisionReport:
-    """Replay the forward of step `start` of `command` in fp32 and in each of `dtypes`; AnalysisError if it cannot."""
-    from trainsleuth.tools.observe import CommandError, ObserveError, require_training, run_observed
-
+    """Run `command` to the end of iteration `start`; compare its models' first training forward."""
     dtypes = dtypes or list(DTYPES)
-    bad = [d for d in dtypes if d not in DTYPES]
-    if bad:
-        raise AnalysisError(f"unknown dtype(s) {bad}; use bf16 and/or fp16", "pass dtypes=['bf16', 'fp16']")
+    tolerances = {**DEFAULT_RTOL, **(rtol or {})}
     try:
         run = run_observed(
             command,
             python=python,
             workspace=workspace,
-            plugins=[PLUGIN],
+            plugins=["precision"],
             steps=1,
             start=start,
-            options={PLUGIN: {"dtypes": dtypes}},
+            options={"precision": {"dtypes": dtypes}},
             timeout_s=timeout_s,
             cancel_event=cancel_event,
-            cwd=cwd,
+            on_start=on_start,
         )
     except CommandError as exc:
-        raise AnalysisError(str(exc), "give the command you run, e.g. 'python train.py --bf16'") from None
+        raise AnalysisError(
+            f"compare_precision: {exc}", "give the command you run, e.g. 'python train.py'"
+        ) from None
     try:
         trained = require_training(run)
     except ObserveError as exc:
-        raise AnalysisError(f"{exc.message}\n{(exc.detail or '')[-2000:]}", exc.next_step) from None
-    rep = trained[0]
-    section = (rep.get("plugins") or {}).get(PLUGIN)
-    error = (rep.get("plugin_errors") or {}).get(PLUGIN)
-    if error or not isinstance(section, dict) or not section.get("ok"):
-        detail = error or (section or {}).get("error") or run.process.output_tail(2000)
+        detail = f"\n{exc.detail[-1500:]}" if exc.detail else ""
+        raise AnalysisError(f"compare_precision: {exc.message}{detail}", exc.next_step) from None
+    report_of = trained[0]  # the lowest rank: every rank replays the same model
+    section = (report_of.get("plugins") or {}).get("precision") or {}
+    replays = [
+        r for r in section.get("replays") or [] if r.get("results") or r.get("unsupported") or r.get("error")
+    ]
+    errors = (report_of.get("plugin_errors") or {}).get("precision")
+    if not replays:
         raise AnalysisError(
-            f"the replay of the model's forward failed inside the training process: {str(detail)[-1500:]}",
-            "use entrypoint= for this project (compare_precision entrypoint='file.py:make')",
+            "compare_precision: no model was called with gradients in the observed iteration, so there was no "
+            "training forward to replay" + (f" (the plugin failed: {errors[-600:]})" if errors else ""),
+            "give the command that trains (the forward must run with gradients enabled), or a later start",
         )
-    report = build_report(section, "", {**DEFAULT_RTOL, **(rtol or {})})
-    report.entrypoint = None
-    report.notes = [n for n in report.notes if "GradScaler" not in n]  # about gradients: none were compared
+    failed = [r for r in replays if r.get("error") and not r.get("results")]
+    if len(failed) == len(replays):
+        raise AnalysisError(
+            f"compare_precision: replaying the forward of {failed[0]['label']} failed: {failed[0]['error']}",
+            "use the entrypoint form (entrypoint='file.py:fn') for this model",
+        )
+    usable = [r for r in replays if r.get("results") or r.get("unsupported")]
+    payload = _payload(usable)
+    report = build_report(payload, "", tolerances)
     report.command = run.command.text
     report.interpreter = str(python)
-    report.notes.insert(
-        0,
-        f"replayed the forward of {section.get('model')} ({section.get('model_type')}) at step {section.get('step')} "
-        "on the inputs the run gave it, under no_grad: module outputs and inputs compared, not gradients; the "
-        "run's random state and buffers were restored after each replay",
-    )
-    if section.get("run_autocast"):
-        report.notes.append(f"the run itself computes this forward under {section['run_autocast']} autocast")
-    if len(trained) > 1:
-        report.notes.append(f"{len(trained)} training processes were observed; the figures are rank 0's")
-    if run.workspace_changes:
+    tree = f"{run.mirror.tree}/"
+    for r in usable:
+        r["called_at"] = str(r.get("called_at") or "").replace(tree, "") or None
+        wrapper = f" inside {r['wrapper']}" if r.get("wrapper") else ""
         report.notes.append(
-            "files in the workspace changed during the run (written by code the observer cannot redirect): "
-            + ", ".join(run.workspace_changes[:10])
+            f"replayed the forward of {r['label']} ({r['type']}{wrapper}) on the inputs of its first training call "
+            f"(iteration {r['step']}, {r.get('called_at') or 'call site unknown'}), under no_grad, with the random "
+            "generators, buffers and attributes restored: the training run itself was not changed"
         )
+    for r in failed:
+        report.notes.append(f"the replay of {r['label']} failed: {r['error'][:300]}")
+    report.notes.append(
+        "the command form compares module outputs and inputs of the real forward; gradients and the loss are "
+        "compared by the entrypoint form (entrypoint='file.py:fn')"
+    )
     return report
+
+
+def _payload(replays: list[dict[str, Any]]) -> dict[str, Any]:
+    """The entrypoint form's payload; module names carry the model's label when several models were replayed."""
+    results: dict[str, Any] = {}
+    unsupported: dict[str, str] = {}
+    several = len(replays) > 1
+    for r in replays:
+        unsupported.update(r.get("unsupported") or {})
+        for dtype, res in (r.get("results") or {}).items():
+            merged = results.setdefault(
+                dtype, {"loss_fp32": None, "loss_low": None, "loss_rel_error": None, "modules": []}
+            )
+            for row in res.get("modules") or []:
+                name = row["module"]
+                if several:
+                    name = r["label"] if name == "<model>" else f"{r['label']}.{name}"
+                merged["modules"].append({**row, "module": name})
+    return {"device": replays[0].get("device", ""), "results": results, "unsupported": unsupported}

@@ -412,9 +412,27 @@ class Observer:
                         for name, value in modules.items():
                             if value is target:
                                 return self._unique(name)
+                path = self._submodule_path(frame.f_locals, target)
+                if path is None and owner is not None and owner is not target:
+                    path = self._submodule_path(getattr(owner, "__dict__", {}), target)
+                    if path is None and isinstance(getattr(owner, "_modules", None), dict):
+                        path = self._submodule_path(owner._modules, target)
+                if path is not None:  # `model.features(x)`: called as a part of a model the code holds
+                    return self._unique(path)
                 break
             frame = frame.f_back
         return self._unique(type(module).__name__)
+
+    def _submodule_path(self, namespace, target):
+        """`model.features` when `target` is a submodule of a module named `model` in `namespace`."""
+        module_cls = self.torch.nn.Module
+        for name, value in list(namespace.items()):
+            if name == "self" or not isinstance(value, module_cls) or value is target:
+                continue
+            for sub_name, sub in value.named_modules():
+                if sub is target:
+                    return f"{name}.{sub_name}"
+        return None
 
     def _unique(self, name):
         taken = {r.label for r in self.roots}

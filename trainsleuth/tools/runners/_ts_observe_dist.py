@@ -1,70 +1,51 @@
-"""The observer's distributed plugin: per-rank digests of every tensor the models hold, and dumps on request.
+"""Distributed plugin of the observer: what each rank holds, for the server to compare across ranks.
 
-Torch and the standard library only. Each rank of the user's own `torchrun` job writes, into the run's
-output folder, one line of JSON per point it digests (`dist-n<node>-r<rank>-p<pid>.jsonl`):
+Torch and the standard library only. On every process of the user's command (every rank of
+`torchrun`, `accelerate launch`, a multi-node launch), this plugin writes `dist-<tag>.jsonl` into the
+run's output folder: a first line naming the process (rank, node, pid), then one snapshot per
+point in time:
 
-- `meta`: the tensors it tracks, named as the user's code names them (`model.features.w`), with kind
-  (parameter, frozen parameter, buffer, attribute), module, shape, dtype and whether DDP covers them;
-- `init`: every tensor of an outermost module when that module is first called (after construction,
-  loading and wrapping; before its first forward): modules outside DDP (frozen feature extractors,
-  random projections, EMA copies, normalisers, teachers) are seen like the wrapped model;
-- `grad` k: the gradients each optimizer is about to apply in observed step k;
-- `step` k: every tracked tensor at the end of observed step k.
+- `first_use`: when an outermost module is called for the first time (the state right after
+  initialisation and wrapping, before its first forward), and
+- `after_step`: at the end of each observed iteration (after every optimizer stepped),
 
-A digest is a few float64 figures of the tensor (sum, sum of squares, max |x|, a position-weighted sum)
-and a handful of its elements at fixed positions, so the server can tell which tensor differs across
-ranks, from when, and by about how much, without moving the tensors. **The plugin never calls a
-collective**: the ranks do not talk to each other here, they write files and the server compares them
-(`trainsleuth/tools/distributed/digests.py`), so nothing can pair with the job's own collectives.
+each listing a digest of every parameter, buffer and plain tensor attribute of every module that ran
+(DDP's inner modules, modules called outside DDP or under no_grad, and modules the training loop
+holds but never called, such as an EMA copy). A digest is a few float64 reductions (sum, L1, L2,
+max |x|) and up to 64 evenly spaced elements, so equal tensors give equal digests on every rank and
+the server can say by how much two differ.
 
-For hangs, each rank writes `dist-hello-...json` (its pid) at start and keeps a thread that, when the
-server creates `dist-dump.request`, writes the rank's Flight Recorder records (`fr/rank<r>`) and every
-thread's stack (`dist-stacks-r<r>.txt`, faulthandler): that works while the main thread waits inside a
-collective.
+The plugin never calls a collective: the ranks' digests meet in files, so the observer cannot pair
+with, reorder or block the job's own collectives (a model that all-reduces in forward included).
+When the server finds the job hung it writes `dump.request`; a watcher thread in every rank then
+writes the Flight Recorder's records (`fr/rank<r>`) and every thread's stack (`rank<r>.stacks`).
 """
 
 import faulthandler
 import json
-import math
+import multiprocessing
 import os
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
-import _ts_observe as core
+import _ts_dist_common as common
+import _ts_observe
 
-SAMPLES = 16
-WEIGHTED_MAX = 1 << 20  # elements in the position-weighted sum (an even stride over larger tensors)
-MAX_TENSORS = 20000
-REQUEST = "dist-dump.request"
-WRAPPERS = ("DistributedDataParallel", "DataParallel")
-SHARDED = ("FlatParameter", "DTensor")
+SAMPLES = 64
+MAX_TENSORS = 20_000  # per snapshot
+MAX_ATTRS = 64  # plain attributes looked at per object
+ATTR_DEPTH = 2  # module -> object -> object
+FLOAT64_LIMIT = 1 << 24  # larger tensors are reduced in float32 (no float64 copy of a huge tensor)
+REQUEST = "dump.request"
+WATCH_S = 0.25
+_MODULE_KEYS: set = set()  # the attribute names every nn.Module has (not the user's state)
 
 
 def make(observer, options):
     return DistPlugin(observer, options)
-
-
-class Tracked:
-    __slots__ = ("attr", "ddp", "kind", "module", "name", "owner", "ref_id", "synced_each_forward")
-
-    def __init__(self, name, kind, module, owner, attr, ddp, synced):
-        self.name = name
-        self.kind = kind
-        self.module = module  # the module path as the user names it
-        self.owner = owner  # the nn.Module object holding it (read afresh at each digest)
-        self.attr = attr
-        self.ddp = ddp
-        self.synced_each_forward = synced
-        self.ref_id = None
-
-    def tensor(self):
-        if self.kind in ("parameter", "frozen parameter"):
-            return self.owner._parameters.get(self.attr)
-        if self.kind == "buffer":
-            return self.owner._buffers.get(self.attr)
-        return self.owner.__dict__.get(self.attr)
 
 
 class DistPlugin:
@@ -74,351 +55,376 @@ class DistPlugin:
         self.torch: Any = None
         ident = observer.identity
         self.rank = ident["rank"]
-        tag = f"n{ident['node']}-r{ident['rank']}-p{observer.pid}"
-        self.path = os.path.join(observer.out_dir, f"dist-{tag}.jsonl")
-        self.hello = os.path.join(observer.out_dir, f"dist-hello-{tag}.json")
-        self.tracked = []
-        self._by_tensor = {}  # id(tensor) -> Tracked (a tensor reachable from two roots is tracked once)
-        self._names = set()
-        self.roots = []
-        self.wrappers = []
-        self._wrapped_ids = set()
-        self._synced_ids = set()
-        self.skipped = {}
-        self.points = 0
-        self.digest_s = 0.0
-        self._weights = {}
-        self._dumped = set()
+        self.tag = f"n{ident['node']}-r{ident['rank']}-p{ident['pid']}"
+        self.path = os.path.join(observer.out_dir, f"dist-{self.tag}.jsonl")
+        self.roots = []  # [label, module, how] in the order they were first seen
+        self._root_ids = set()
+        self._not_held = set()
+        self.ddp = []  # DDP wrappers seen, with their settings
+        self.snapshots = 0
+        self.tensors_last = 0
+        self._attr_refs = {}  # attribute name -> weak reference to the tensor it held last time
+        self._samples = {}
         self._lock = threading.Lock()
+        self._requested = False
 
-    # ------------------------------------------------------------------ set-up
+    # ------------------------------------------------------------------ observer events
 
     def setup(self):
-        self.torch = self.obs.torch
-        _write_json(
-            self.hello,
-            {
-                **self.obs.identity,
-                "is_rank": "RANK" in os.environ,  # the torchrun agent imports torch too, but is no rank
-                "time": time.time(),
-                "jsonl": os.path.basename(self.path),
-            },
-        )
-        threading.Thread(target=self._watch_requests, name="trainsleuth-dist-watch", daemon=True).start()
-
-    def _watch_requests(self):
-        """A heartbeat of the last finished step (the core marks observed steps only), and, on the server's
-        request (a hang), the Flight Recorder records and all stacks: from this thread, which runs while
-        the main thread waits inside a collective."""
-        request = os.path.join(self.obs.out_dir, REQUEST)
-        progress = os.path.join(self.obs.out_dir, f"{core.PROGRESS_PREFIX}{self.obs._tag()}.json")
-        marked = 0
-        while True:
-            try:
-                done = self.obs.k - 1
-                if done > marked and "RANK" in os.environ:
-                    marked = done
-                    tmp = f"{progress}.hb{os.getpid()}"
-                    with core._open(tmp, "w", encoding="utf-8") as fh:
-                        json.dump(
-                            {"step": done, "time": time.time(), "pid": os.getpid(), "rank": self.rank}, fh
-                        )
-                    os.replace(tmp, progress)
-                if os.path.exists(request):
-                    with core._open(request, encoding="utf-8") as fh:
-                        token = fh.read().strip() or "1"
-                    if token not in self._dumped:
-                        self._dumped.add(token)
-                        self.dump(f"requested by the server ({token})")
-            except Exception:
-                pass
-            time.sleep(0.2)
-
-    def dump(self, reason):
-        note = {"reason": reason, "time": time.time(), "rank": self.rank, "pid": os.getpid()}
-        torch = self.torch
-        try:
-            dist = torch.distributed if torch is not None else None
-            if dist is not None and dist.is_available() and dist.is_initialized():
-                data = torch._C._distributed_c10d._dump_fr_trace()
-                folder = os.path.join(self.obs.out_dir, "fr")
-                os.makedirs(folder, exist_ok=True)
-                path = os.path.join(folder, f"rank{self.rank}")
-                with core._open(path + ".tmp", "wb") as fh:
-                    fh.write(data)
-                os.replace(path + ".tmp", path)
-            else:
-                note["flight_recorder_error"] = "torch.distributed is not initialised in this process"
-        except Exception as exc:
-            note["flight_recorder_error"] = f"{type(exc).__name__}: {exc}"[:500]
-        try:
-            with core._open(os.path.join(self.obs.out_dir, f"dist-stacks-r{self.rank}.txt"), "w") as fh:
-                faulthandler.dump_traceback(file=fh, all_threads=True)
-        except Exception as exc:
-            note["stack_error"] = f"{type(exc).__name__}: {exc}"[:500]
-        _write_json(os.path.join(self.obs.out_dir, f"dist-dumped-r{self.rank}.json"), note)
-
-    # ------------------------------------------------------------------ what to track
+        torch = self.torch = self.obs.torch
+        _MODULE_KEYS.update(vars(torch.nn.Module()).keys())
+        ident = self.obs.identity
+        first = {
+            "type": "process",
+            "rank": ident["rank"],
+            "local_rank": ident["local_rank"],
+            "world_size": ident["world_size"],
+            "node": ident["node"],
+            "hostname": ident["hostname"],
+            "pid": ident["pid"],
+            "rank_env": "RANK" in os.environ,
+            "child": multiprocessing.parent_process() is not None,
+            "argv": ident["argv"][:8],
+            "time": time.time(),
+        }
+        self._write(first, mode="w")
+        if first["rank_env"] and not first["child"]:
+            faulthandler.enable(file=sys.stderr, all_threads=True)
+            threading.Thread(target=self._watch, name="trainsleuth-dist-watch", daemon=True).start()
 
     def root_seen(self, info):
-        module = info.module
-        name = self._root_name(module, info.label)
-        for path, sub in _user_modules(module):
-            if type(sub).__name__ in WRAPPERS and isinstance(
-                getattr(sub, "module", None), self.torch.nn.Module
-            ):
-                self._note_wrapper(sub, f"{name}.{path}" if path else name)
-        if not self.roots:
-            self._write({"point": "job", "k": self.obs.k, "backend": self._backend()})
-        new = self._track(module, name)
-        self.roots.append(
-            {"name": name, "type": type(module).__name__, "step": self.obs.k, "tensors": len(new)}
-        )
-        if new:
-            self._write(
-                {"point": "meta", "k": self.obs.k, "tensors": {t.name: self._meta(t, name) for t in new}}
-            )
-            self._digest("init", self.obs.k, new, root=name)
-
-    def _backend(self):
-        try:
-            dist = self.torch.distributed
-            return str(dist.get_backend()) if dist.is_available() and dist.is_initialized() else None
-        except Exception:
-            return None
-
-    def _note_wrapper(self, ddp, name):
-        if id(ddp) in {w["id"] for w in self.wrappers}:
-            return
-        inner = ddp.module
-        ids = {id(m) for m in inner.modules()}
-        self._wrapped_ids |= ids
-        broadcast = bool(getattr(ddp, "broadcast_buffers", False))
-        if broadcast and type(ddp).__name__ == "DistributedDataParallel":
-            self._synced_ids |= ids
-        wrapper = {
-            "id": id(ddp),
-            "module": name,
-            "kind": "DDP" if type(ddp).__name__ == "DistributedDataParallel" else type(ddp).__name__,
-            "find_unused_parameters": getattr(ddp, "find_unused_parameters", None),
-            "static_graph": getattr(ddp, "static_graph", None),
-            "broadcast_buffers": broadcast,
-        }
-        self.wrappers.append(wrapper)
-        self._write({"point": "wrapper", "k": self.obs.k, **{k: v for k, v in wrapper.items() if k != "id"}})
-
-    def _root_name(self, module, label):
-        """How the user's code names this model: its variable, else an attribute path from one (model.features)."""
-        frame: Any = sys._getframe(1)
-        while frame is not None and core._is_library(frame.f_code.co_filename):
-            frame = frame.f_back
-        if frame is None:
-            return label
-        candidates = list(frame.f_locals.items())
-        owner = frame.f_locals.get("self")
-        if owner is not None:
-            candidates += [(f"self.{k}", v) for k, v in getattr(owner, "__dict__", {}).items()]
-            candidates += [(f"self.{k}", v) for k, v in (getattr(owner, "_modules", None) or {}).items()]
-        nn = self.torch.nn
-        for var, value in candidates:
-            if value is module and var != "self":
-                return var
-        for var, value in candidates:
-            if not isinstance(value, nn.Module) or value is module:
-                continue
-            for path, sub in _user_modules(value):
-                if sub is module and path:
-                    return f"{var}.{path}" if var != "self" else path
-        return label
-
-    def _track(self, root, root_name):
-        """Register every parameter, buffer and plain tensor attribute below `root` not tracked yet."""
-        torch = self.torch
-        new = []
-        for user_path, mod in _user_modules(root):
-            mod_name = f"{root_name}.{user_path}" if user_path else root_name
-            in_ddp = id(mod) in self._wrapped_ids
-            synced = id(mod) in self._synced_ids
-            items = [(k, "parameter", p) for k, p in mod._parameters.items() if p is not None]
-            items += [(k, "buffer", b) for k, b in mod._buffers.items() if b is not None]
-            if not type(mod).__module__.startswith("torch."):
-                items += [
-                    (k, "attribute", v)
-                    for k, v in vars(mod).items()
-                    if isinstance(v, torch.Tensor) and not k.startswith("__") and v.grad_fn is None
-                ]
-            for attr, kind, t in items:
-                if id(t) in self._by_tensor or len(self.tracked) >= MAX_TENSORS:
-                    continue
-                if kind == "parameter" and not t.requires_grad:
-                    kind = "frozen parameter"
-                full = f"{mod_name}.{attr}"
-                if type(t).__name__ in SHARDED or hasattr(t, "_local_tensor"):
-                    self.skipped[full] = f"{type(t).__name__}: each rank holds its own shard"
-                    continue
-                if full in self._names:
-                    continue
-                tr = Tracked(full, kind, mod_name, mod, attr, in_ddp, synced and kind == "buffer")
-                tr.ref_id = id(t)
-                self._by_tensor[id(t)] = tr
-                self._names.add(full)
-                self.tracked.append(tr)
-                new.append(tr)
-        return new
-
-    def _meta(self, t, root):
-        x = t.tensor()
-        return {
-            "kind": t.kind,
-            "module": t.module,
-            "shape": list(x.shape) if x is not None else None,
-            "dtype": str(x.dtype).replace("torch.", "") if x is not None else None,
-            "root": root,
-            "running": t.kind == "buffer" and _is_norm_statistics(t.owner, t.attr),
-            "in_ddp": t.ddp,
-            "synced_each_forward": t.synced_each_forward,
-        }
-
-    # ------------------------------------------------------------------ observed steps
-
-    def before_step(self, info, k):
-        opt = info.optimizer
-        if opt is None:
-            return
-        rows = []
-        for group in opt.param_groups:
-            for p in group["params"]:
-                tr = self._by_tensor.get(id(p))
-                if tr is not None and p.grad is not None:
-                    rows.append((tr.name, p.grad))
-        if rows:
-            self._digest_tensors("grad", k, rows, optimizer=info.index)
+        before = len(self.roots)
+        self._add_root(info.label, info.module, "called")
+        self._find_held()  # what the loop holds beside it, as it is before this first forward
+        new = [r for r in self.roots[before:] if r[1] is not info.module]
+        root = next(r for r in self.roots if r[1] is info.module)
+        self._snapshot("first_use", self.obs.k, [root, *new])
 
     def end(self, k):
-        self._digest("step", k, self.tracked)
+        self._find_held()
+        self._snapshot("after_step", k, self.roots)
 
     def finish(self, reason):
         return {
             "file": os.path.basename(self.path),
-            "roots": self.roots,
-            "wrappers": [{k: v for k, v in w.items() if k != "id"} for w in self.wrappers],
-            "tensors": len(self.tracked),
-            "skipped": dict(list(self.skipped.items())[:50]),
-            "points": self.points,
-            "digest_s": round(self.digest_s, 4),
+            "snapshots": self.snapshots,
+            "tensors": self.tensors_last,
+            "roots": [[label, how] for label, _m, how in self.roots],
+            "ddp": self.ddp,
         }
+
+    # ------------------------------------------------------------------ what to digest
+
+    def _add_root(self, label, module, how):
+        if id(module) in self._root_ids:
+            return
+        self._root_ids.add(id(module))
+        self.roots.append([label, module, how])
+        if type(module).__name__ == "DistributedDataParallel":
+            self.ddp.append(
+                {
+                    "kind": "DDP",
+                    "module": label,
+                    "broadcast_buffers": bool(getattr(module, "broadcast_buffers", True)),
+                    "find_unused_parameters": bool(getattr(module, "find_unused_parameters", False)),
+                    "static_graph": bool(getattr(module, "static_graph", False)),
+                }
+            )
+
+    def _find_held(self):
+        """Modules the training loop holds but never called (an EMA copy updated in place, a teacher)."""
+        nn_module = self.torch.nn.Module
+        frame: Any = sys._getframe(1)
+        depth = 0
+        while frame is not None and depth < 40:
+            depth += 1
+            if not _ts_observe._is_library(frame.f_code.co_filename):
+                for name, value in list(frame.f_locals.items()):
+                    if isinstance(value, nn_module):
+                        self._held(name if name != "self" else type(value).__name__, value)
+                    elif name == "self":
+                        for attr, sub in list(getattr(value, "__dict__", {}).items())[:MAX_ATTRS]:
+                            if isinstance(sub, nn_module):
+                                self._held(attr, sub)
+            frame = frame.f_back
+
+    def _held(self, label, module):
+        if id(module) in self._root_ids or id(module) in self._not_held:
+            return
+        covered = {id(t) for _l, m, _h in self.roots for t in _state(m)}
+        if all(id(t) in covered for t in _state(module)):
+            self._not_held.add(
+                id(module)
+            )  # nothing of its own: a part of (or a stateless) module seen already
+            return
+        taken = {r[0] for r in self.roots}
+        name, i = label, 2
+        while name in taken:
+            name, i = f"{label}#{i}", i + 1
+        self._add_root(name, module, "held")
+
+    def _collect(self, roots):
+        """(name, tensor, kind, flags) for every tensor of `roots`, each tensor once (the first name wins)."""
+        torch = self.torch
+        seen = set()
+        out = []
+        ddp_inner = {}
+        for label, module, _how in self.roots:
+            if type(module).__name__ == "DistributedDataParallel":
+                for t in list(module.parameters()) + list(module.buffers()):
+                    ddp_inner[id(t)] = (label, bool(getattr(module, "broadcast_buffers", True)))
+        for label, module, _how in roots:
+            inner = common.unwrap_module(module)
+            for name, p in inner.named_parameters(remove_duplicate=True):
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+                kind = "parameter" if p.requires_grad else "frozen parameter"
+                out.append((_join(label, name), p, kind, self._flags(p, ddp_inner, kind)))
+            for name, b in inner.named_buffers(remove_duplicate=True):
+                if id(b) in seen or b is None:
+                    continue
+                seen.add(id(b))
+                out.append((_join(label, name), b, "buffer", self._flags(b, ddp_inner, "buffer")))
+            for mod_name, sub in inner.named_modules(remove_duplicate=True):
+                prefix = _join(label, mod_name) if mod_name else label
+                self._attributes(prefix, sub, out, seen, torch, 0)
+            if len(out) > MAX_TENSORS:
+                break
+        return out[:MAX_TENSORS]
+
+    def _attributes(self, prefix, obj, out, seen, torch, depth):
+        """Tensors held as plain attributes (a normaliser's mean, a tokenizer's table), not params/buffers."""
+        items = list(getattr(obj, "__dict__", {}).items())
+        count = 0
+        for attr, value in items:
+            if isinstance(obj, torch.nn.Module) and attr in _MODULE_KEYS:
+                continue
+            count += 1
+            if count > MAX_ATTRS:
+                break
+            for name, t in _tensor_leaves(f"{prefix}.{attr}", value, torch):
+                if id(t) in seen or isinstance(t, torch.nn.Parameter):
+                    continue
+                seen.add(id(t))
+                out.append((name, t, "attribute", self._attr_flags(name, t)))
+            if (
+                depth + 1 < ATTR_DEPTH
+                and not isinstance(value, (torch.Tensor, torch.nn.Module, type, str, bytes, int, float))
+                and hasattr(value, "__dict__")
+                and not callable(value)
+                and not type(value).__module__.startswith(("torch", "builtins"))
+            ):
+                self._attributes(f"{prefix}.{attr}", value, out, seen, torch, depth + 1)
+
+    def _flags(self, t, ddp_inner, kind):
+        flags = {}
+        owner = ddp_inner.get(id(t))
+        if owner is not None:
+            flags["ddp"] = owner[0]
+            if kind == "buffer" and owner[1]:
+                flags["rebroadcast"] = True  # DDP copies rank 0's buffers into every rank at each forward
+        if _sharded(t):
+            flags["sharded"] = True
+        return flags
+
+    def _attr_flags(self, name, t):
+        flags = {}
+        previous = self._attr_refs.get(name)
+        if previous is not None and previous() is not t:
+            flags["replaced"] = True  # a new tensor since the last snapshot: set in forward (a cache)
+        try:
+            self._attr_refs[name] = weakref.ref(t)
+        except TypeError:
+            pass
+        if t.grad_fn is not None:
+            flags["activation"] = True
+        if _sharded(t):
+            flags["sharded"] = True
+        return flags
 
     # ------------------------------------------------------------------ digests
 
-    def _digest(self, point, k, tracked, **extra):
+    def _snapshot(self, phase, step, roots):
+        torch = self.torch
+        t0 = time.time()
+        entries = self._collect(roots)
         rows = []
-        for t in tracked:
-            x = t.tensor()
-            if x is not None and isinstance(x, self.torch.Tensor):
-                rows.append((t.name, x))
-        self._digest_tensors(point, k, rows, **extra)
+        with torch.no_grad(), _no_autocast(torch):
+            values = [self._digest(t) for _n, t, _k, _f in entries]
+        for i, (name, t, kind, flags) in enumerate(entries):
+            vals = values[i]
+            row = {
+                "n": name,
+                "k": kind,
+                "s": list(getattr(t, "shape", ())),
+                "d": str(t.dtype).replace("torch.", ""),
+            }
+            if vals is None:
+                row["skip"] = True
+            else:
+                row["v"] = vals
+            if flags:
+                row["f"] = flags
+            rows.append(row)
+        self.snapshots += 1
+        self.tensors_last = len(rows)
+        record = {
+            "type": "snapshot",
+            "phase": phase,
+            "step": step,
+            "roots": [r[0] for r in roots],
+            "tensors": rows,
+            "backend": self._backend(),
+            "time": time.time(),
+            "cost_s": round(time.time() - t0, 6),
+        }
+        if phase == "after_step":
+            record["ddp"] = self.ddp
+            record["held"] = [r[0] for r in self.roots if r[2] == "held"]
+        self._write(record)
 
-    def _digest_tensors(self, point, k, rows, **extra):
-        t0 = time.perf_counter()
+    def _digest(self, t):
+        """[sum, L1, L2, max |x|, samples...] in float64, or None for what cannot be read here."""
         torch = self.torch
-        out = {}
-        with torch.no_grad():
-            for name, x in rows:
-                try:
-                    out[name] = self._one(x)
-                except Exception as exc:  # a tensor we cannot read (meta, sparse, ...): say so, go on
-                    out[name] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
-        self.digest_s += time.perf_counter() - t0
-        self._write({"point": point, "k": k, "t": out, **extra})
-
-    def _one(self, x):
-        torch = self.torch
-        x = x.detach()
-        if x.is_complex():
-            x = torch.view_as_real(x)
-        n = x.numel()
-        if n == 0:
-            return [0]
-        flat = x.reshape(-1).to(torch.float64)
-        stride = max(1, -(-n // WEIGHTED_MAX))
-        part = flat[::stride]
-        w = self._weights_for(part.numel(), part.device)
-        idx = self._sample_index(n, flat.device)
-        head = torch.stack([flat.sum(), (flat * flat).sum(), flat.abs().max(), (part * w).sum()])
-        values = torch.cat([head, flat[idx]]).tolist()
-        return [n] + [_num(v) for v in values]
-
-    def _weights_for(self, m, device):
-        key = (m, str(device))
-        w = self._weights.get(key)
-        if w is None:
-            torch = self.torch
-            w = torch.cos(torch.arange(m, dtype=torch.float64, device=device) * 0.7548776662466927)
-            if len(self._weights) < 256:
-                self._weights[key] = w
-        return w
+        try:
+            x = t.detach()
+            local = getattr(x, "_local_tensor", None)
+            if local is not None:
+                x = local
+            if x.is_sparse or x.device.type == "meta" or x.is_quantized:
+                return None
+            if x.is_complex():
+                x = torch.view_as_real(x)
+            flat = x.reshape(-1)
+            n = flat.numel()
+            if n == 0:
+                return [0.0, 0.0, 0.0, 0.0]
+            acc = torch.float64 if n <= FLOAT64_LIMIT and flat.device.type != "mps" else torch.float32
+            if not flat.is_floating_point():
+                flat = flat.to(acc)
+            stats = torch.stack(
+                [
+                    torch.sum(flat, dtype=acc),
+                    torch.linalg.vector_norm(flat, 1, dtype=acc),
+                    torch.linalg.vector_norm(flat, 2, dtype=acc),
+                    torch.linalg.vector_norm(flat, float("inf"), dtype=acc),
+                ]
+            )
+            idx = self._sample_index(n, flat.device)
+            picked = flat if idx is None else flat[idx]
+            both = torch.cat([stats.to(torch.float64), picked.to(torch.float64)])
+            return both.cpu().tolist()
+        except Exception:
+            return None
 
     def _sample_index(self, n, device):
-        key = ("idx", n, str(device))
-        idx = self._weights.get(key)
+        if n <= SAMPLES:
+            return None
+        key = (n, str(device))
+        idx = self._samples.get(key)
         if idx is None:
-            torch = self.torch
-            count = min(n, SAMPLES)
-            idx = torch.tensor([(i * (n - 1)) // max(1, count - 1) for i in range(count)], device=device)
-            if len(self._weights) < 256:
-                self._weights[key] = idx
+            idx = self.torch.linspace(0, n - 1, SAMPLES, device=device).round().long()
+            self._samples[key] = idx
         return idx
 
-    def _write(self, record):
-        self.points += 1
-        with self._lock, core._open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+    def _backend(self):
+        try:
+            dist = self.torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                return str(dist.get_backend())
+        except Exception:
+            pass
+        return None
+
+    # ------------------------------------------------------------------ files
+
+    def _write(self, record, mode="a"):
+        with self._lock, _ts_observe._open(self.path, mode, encoding="utf-8") as fh:
+            fh.write(json.dumps(record, default=_ts_observe._jsonable) + "\n")
+
+    def _watch(self):
+        """On the server's request (the job looks hung): Flight Recorder records and every thread's stack."""
+        request = os.path.join(self.obs.out_dir, REQUEST)
+        while not self._requested:
+            if os.path.exists(request):
+                self._requested = True
+                self._dump()
+                return
+            time.sleep(WATCH_S)
+
+    def _dump(self):
+        out = self.obs.out_dir
+        note: dict = {"time": time.time(), "pid": os.getpid()}
+        try:
+            data = self.torch._C._distributed_c10d._dump_fr_trace()
+            folder = os.path.join(out, "fr")
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f"rank{self.rank}")
+            with _ts_observe._open(path + ".tmp", "wb") as fh:
+                fh.write(data)
+            os.replace(path + ".tmp", path)
+        except Exception as exc:
+            note["flight_recorder_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        try:
+            with _ts_observe._open(os.path.join(out, f"rank{self.rank}.stacks"), "w") as fh:
+                faulthandler.dump_traceback(file=fh, all_threads=True)
+        except Exception as exc:
+            note["stack_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        _ts_observe._write_json(os.path.join(out, f"rank{self.rank}.dumped"), note)
 
 
-WRAPPED_CHILD = {
-    "DistributedDataParallel": "module",
-    "DataParallel": "module",
-    "OptimizedModule": "_orig_mod",
-    "FullyShardedDataParallel": "_fsdp_wrapped_module",
-    "CheckpointWrapper": "_checkpoint_wrapped_module",
-}
+class _no_autocast:
+    """The digests reduce in float64 even inside the user's autocast region."""
+
+    def __init__(self, torch):
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        self.contexts = [torch.autocast(d, enabled=False) for d in devices]
+
+    def __enter__(self):
+        for c in self.contexts:
+            c.__enter__()
+
+    def __exit__(self, *exc):
+        for c in reversed(self.contexts):
+            c.__exit__(*exc)
+        return False
 
 
-def _user_modules(root, prefix="", seen=None):
-    """(path, module) below `root` with wrappers' own child names left out: `head.module.fc` is `head.fc`."""
-    seen = set() if seen is None else seen
-    if id(root) in seen:
-        return
-    seen.add(id(root))
-    yield prefix, root
-    skip = WRAPPED_CHILD.get(type(root).__name__)
-    for name, child in root._modules.items():
-        if child is None:
-            continue
-        path = prefix if name == skip else (f"{prefix}.{name}" if prefix else name)
-        yield from _user_modules(child, path, seen)
+def _state(module):
+    return [*module.parameters(), *module.buffers()]
 
 
-def _is_norm_statistics(module, attr):
-    """BatchNorm / InstanceNorm running statistics: computed from each rank's own batches by design."""
-    names = {c.__name__ for c in type(module).__mro__}
-    return bool(names & {"_NormBase", "_BatchNorm", "_InstanceNorm"}) and attr in (
-        "running_mean",
-        "running_var",
-        "num_batches_tracked",
-    )
+def _join(label, name):
+    name = common.strip_wrappers(name)
+    return f"{label}.{name}" if name else label
 
 
-def _num(v):
-    if v != v:
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return v
+def _sharded(t):
+    """A shard by design: a DTensor placed as Shard, or an FSDP flat parameter."""
+    if type(t).__name__ == "FlatParameter" or getattr(t, "_is_flat_param", False):
+        return True
+    placements = getattr(t, "placements", None)
+    if placements is not None:
+        try:
+            return any(not p.is_replicate() for p in placements)
+        except Exception:
+            return True
+    return False
 
 
-def _write_json(path, data):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with core._open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, default=repr)
-    os.replace(tmp, path)
+def _tensor_leaves(name, value, torch, depth=0):
+    """Tensors in an attribute: itself, or inside a small list/tuple/dict."""
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if depth >= 2:
+        return []
+    out = []
+    if isinstance(value, (list, tuple)) and len(value) <= 16:
+        for i, v in enumerate(value):
+            out.extend(_tensor_leaves(f"{name}[{i}]", v, torch, depth + 1))
+    elif isinstance(value, dict) and len(value) <= 16:
+        for k, v in value.items():
+            if isinstance(k, (str, int)):
+                out.extend(_tensor_leaves(f"{name}[{k!r}]", v, torch, depth + 1))
+    return out

@@ -72,52 +72,14 @@ def autocast_support(torch, device_type, dtype):
     return None
 
 
-def attach_recorders(torch, model):
-    """Forward hooks on every module of `model` recording its first output and input (float32, on CPU).
-
-    Returns (record, handles): record has `outputs`, `inputs`, `order` (execution order) and `types`.
-    Shared by the entrypoint form and the observer's replay of the user's own forward."""
-    outputs: dict = {}
-    inputs: dict = {}
-    order: list = []
-    types: dict = {}
-    record = {"outputs": outputs, "inputs": inputs, "order": order, "types": types}
-
-    def make_fwd(name):
-        def hook(_m, inp, out):
-            if name in outputs:
-                return
-            t = _first_tensor(out, torch)
-            if t is None or not t.is_floating_point():
-                return
-            order.append(name)
-            # The input too: precision lost in forward code between modules (a subtraction that is no
-            # module) shows as an input that departs while every earlier output stayed close.
-            i = _first_tensor(inp, torch)
-            if i is not None and i.is_floating_point() and i.numel() <= MAX_ELEMENTS:
-                inputs[name] = i.detach().to("cpu", torch.float32).clone()
-            if t.numel() > MAX_ELEMENTS:
-                outputs[name] = None
-                return
-            outputs[name] = t.detach().to("cpu", torch.float32).clone()
-
-        return hook
-
-    handles = []
-    for name, mod in model.named_modules():
-        label = name or "<model>"
-        types[label] = type(mod).__name__
-        handles.append(mod.register_forward_hook(make_fwd(label)))
-    return record, handles
-
-
 def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, device_type, dtype):
     model.load_state_dict(init_state)
     if opt is not None and opt_state is not None:
         opt.load_state_dict(opt_state)
     model.zero_grad(set_to_none=True)
     grads: dict = {}
-    record, handles = attach_recorders(torch, model)
+    rec = record_outputs(torch, model)
+    handles = rec["handles"]
     for pname, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -144,7 +106,48 @@ def run_once(torch, model, batch, loss_fn, step_fn, init_state, opt, opt_state, 
         for h in handles:
             h.remove()
     loss_value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
-    return {**record, "loss": loss_value, "grads": grads}
+    return {
+        "loss": loss_value,
+        "outputs": rec["outputs"],
+        "inputs": rec["inputs"],
+        "order": rec["order"],
+        "grads": grads,
+        "types": rec["types"],
+    }
+
+
+def record_outputs(torch, model):
+    """Forward hooks on every module that keep its first floating output and input, in call order.
+
+    The input too: precision lost in forward code between modules (a subtraction that is no module)
+    shows as an input that departs while every earlier output stayed close.
+    """
+    rec: dict = {"outputs": {}, "inputs": {}, "order": [], "types": {}, "handles": []}
+    outputs, inputs, order = rec["outputs"], rec["inputs"], rec["order"]
+
+    def make_fwd(name):
+        def hook(_m, inp, out):
+            if name in outputs:
+                return
+            t = _first_tensor(out, torch)
+            if t is None or not t.is_floating_point():
+                return
+            order.append(name)
+            i = _first_tensor(inp, torch)
+            if i is not None and i.is_floating_point() and i.numel() <= MAX_ELEMENTS:
+                inputs[name] = i.detach().to("cpu", torch.float32).clone()
+            if t.numel() > MAX_ELEMENTS:
+                outputs[name] = None
+                return
+            outputs[name] = t.detach().to("cpu", torch.float32).clone()
+
+        return hook
+
+    for name, mod in model.named_modules():
+        label = name or "<model>"
+        rec["types"][label] = type(mod).__name__
+        rec["handles"].append(mod.register_forward_hook(make_fwd(label)))
+    return rec
 
 
 def compare(torch, ref, low, model):
@@ -180,9 +183,8 @@ def compare(torch, ref, low, model):
         by_module.setdefault(mod, []).append(pname)
     grad_rows = {}
     for mod, pnames in by_module.items():
-        ga, gb = ref.get("grads") or {}, low.get("grads") or {}
-        pa = [ga[n].flatten() for n in pnames if n in ga and n in gb]
-        pb = [gb[n].flatten() for n in pnames if n in ga and n in gb]
+        pa = [ref["grads"][n].flatten() for n in pnames if n in ref["grads"] and n in low["grads"]]
+        pb = [low["grads"][n].flatten() for n in pnames if n in ref["grads"] and n in low["grads"]]
         if not pa:
             continue
         a = torch.cat(pa)
@@ -203,13 +205,14 @@ def compare(torch, ref, low, model):
         if mod not in seen:
             rows.append({"module": mod, "type": ref["types"].get(mod), **g})
     la, lb = ref.get("loss"), low.get("loss")
-    loss_rel = None
-    if la is not None and lb is not None:  # a forward-only replay has no loss
-        loss_rel = common.jsonable(abs(lb - la) / max(abs(la), 1e-12) if math.isfinite(lb) else math.inf)
+    if la is None or lb is None:  # a replayed forward: no loss to compare
+        loss_rel = None
+    else:
+        loss_rel = abs(lb - la) / max(abs(la), 1e-12) if math.isfinite(lb) else math.inf
     return {
-        "loss_fp32": common.jsonable(la) if la is not None else None,
-        "loss_low": common.jsonable(lb) if lb is not None else None,
-        "loss_rel_error": loss_rel,
+        "loss_fp32": common.jsonable(la),
+        "loss_low": common.jsonable(lb),
+        "loss_rel_error": None if loss_rel is None else common.jsonable(loss_rel),
         "modules": rows,
         "execution_order": ref["order"],
     }

@@ -1,0 +1,16 @@
+from loadcast.data.features import FEATURES, site_features, site_target
+from loadcast.data.loader import Data, build_data, read_sites
+from loadcast.data.scaler import FeatureScaler
+from loadcast.data.sites import SiteData, SiteStore
+
+__all__ = [
+    "FEATURES",
+    "Data",
+    "FeatureScaler",
+    "SiteData",
+    "SiteStore",
+    "build_data",
+    "read_sites",
+    "site_features",
+    "site_target",
+]

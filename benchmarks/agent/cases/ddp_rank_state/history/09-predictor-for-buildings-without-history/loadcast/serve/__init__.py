@@ -1,0 +1,3 @@
+from loadcast.serve.predictor import Forecast, Predictor
+
+__all__ = ["Forecast", "Predictor"]

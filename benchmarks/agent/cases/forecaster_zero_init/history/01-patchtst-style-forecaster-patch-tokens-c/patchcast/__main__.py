@@ -1,0 +1,5 @@
+import sys
+
+from patchcast.cli import main
+
+sys.exit(main())

@@ -1,0 +1,20 @@
+"""Model zoo. Importing this package registers every model in ``patchcast.registry.MODELS``."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from patchcast.config import ModelConfig
+from patchcast.models import patchtst  # noqa: F401  (register)
+from patchcast.models.init import init_weights
+from patchcast.registry import MODELS
+
+
+def build_model(cfg: ModelConfig, n_channels: int) -> nn.Module:
+    model = MODELS.get(cfg.name)(cfg, n_channels)
+    init_weights(model)
+    return model
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,3 @@
+from patchcast.training.trainer import FitResult, Trainer, evaluate
+
+__all__ = ["FitResult", "Trainer", "evaluate"]

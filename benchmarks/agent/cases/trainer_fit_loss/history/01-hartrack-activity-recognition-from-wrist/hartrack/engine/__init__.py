@@ -1,0 +1,4 @@
+from hartrack.engine.callbacks import Callback, CallbackList
+from hartrack.engine.trainer import Trainer
+
+__all__ = ["Callback", "CallbackList", "Trainer"]

@@ -1,0 +1,3 @@
+"""hartrack: activity recognition and heart-rate estimation from wrist IMU signals."""
+
+__version__ = "0.3.0"
