@@ -329,7 +329,9 @@ def compare_ranks(files: list[RankFile], rtol: float) -> Comparison:
                     kind=kind,
                     phase=phase,
                     step=point[0],
-                    origin="initialisation" if i == 0 else "training",
+                    # first seen once training had begun (an EMA copy, a metric first called after step 1):
+                    # its first value is not an initial one
+                    origin="initialisation" if i == 0 and point[0] <= 1 else "training",
                     ranks=differing,
                     max_abs_diff=_num(worst["max_abs_diff"]),
                     rel_diff=_num(worst["rel_diff"]),
@@ -367,6 +369,8 @@ def _kind_label(d: TensorDiff) -> str:
 
 
 def _when(d: TensorDiff) -> str:
+    if d.phase == "first_use" and d.origin == "training":
+        return f"when first used, in step {d.step} (training had begun, so not an initial value)"
     if d.phase == "first_use":
         return f"from initialisation: already before the first forward of step {d.step}"
     if d.origin == "initialisation":

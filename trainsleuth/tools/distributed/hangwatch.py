@@ -1,6 +1,7 @@
 """Watch an observed multi-process command for a hang; when it hangs, take every rank's records, then stop it.
 
-The observer writes each process's last finished iteration (`progress-*.json`, `read_progress`).
+The observer writes each process's last finished iteration (`progress-*.json`, `read_progress`; after
+the observed steps the dist plugin's thread keeps marking them, since the run goes on to its end).
 When no rank has finished an iteration for `hang_s` seconds while the command still runs (or the
 run reaches its time limit), this watcher asks every rank for its Flight Recorder records and
 stacks (`dump.request`, answered by `runners/_ts_observe_dist.py`'s watcher thread), takes a
@@ -33,6 +34,7 @@ REQUEST = "dump.request"  # as runners/_ts_observe_dist.py watches for it
 POLL_S = 0.5
 DUMP_GRACE_S = 8.0
 PY_SPY_TIMEOUT_S = 20.0
+PROGRESSING_S = 10.0  # a step finished this recently at timeout_s: the job is training, not hung
 COLLECT_BUDGET_S = PY_SPY_TIMEOUT_S + DUMP_GRACE_S + 15.0  # what a collection may add to the run's time
 
 
@@ -90,6 +92,11 @@ class HangWatch:
                 self.event = "hang"
                 self.stalled_s = now - last_change
             elif now - t0 > self.timeout_s:
+                if last_change is not None and now - last_change <= PROGRESSING_S:
+                    self.event = "timeout_progressing"  # still training: stopped, nothing hung to explain
+                    self._record_progress()
+                    self.kill.set()
+                    return
                 self.event = "timeout"
             if self.event is not None:
                 try:
@@ -98,13 +105,16 @@ class HangWatch:
                     self.kill.set()
                 return
 
+    def _record_progress(self) -> None:
+        for p in read_progress(self.out_dir):
+            if p.get("rank") is not None and p.get("step") is not None:
+                self.progress[int(p["rank"])] = max(int(p["step"]), self.progress.get(int(p["rank"]), 0))
+
     def _collect(self) -> None:
         """Flight Recorder and faulthandler stacks from every rank (by request), py-spy from outside."""
         import psutil
 
-        for p in read_progress(self.out_dir):
-            if p.get("rank") is not None and p.get("step") is not None:
-                self.progress[int(p["rank"])] = max(int(p["step"]), self.progress.get(int(p["rank"]), 0))
+        self._record_progress()
         for rank, f in training_ranks(read_rank_files(self.out_dir)).items():
             pid = int(f.process.get("pid") or 0)
             try:

@@ -344,14 +344,34 @@ class DistPlugin:
             fh.write(json.dumps(record, default=_ts_observe._jsonable) + "\n")
 
     def _watch(self):
-        """On the server's request (the job looks hung): Flight Recorder records and every thread's stack."""
+        """On the server's request (the job looks hung): Flight Recorder records and every thread's stack.
+
+        Meanwhile, a heartbeat: the core marks progress on observed steps only; after them the run goes on
+        (a hang at the end of an epoch comes later), so this thread marks each later iteration it sees
+        finished. It runs while the main thread waits inside a collective, and never writes the core's
+        temporary file."""
         request = os.path.join(self.obs.out_dir, REQUEST)
+        progress = os.path.join(self.obs.out_dir, f"{_ts_observe.PROGRESS_PREFIX}{self.obs._tag()}.json")
+        marked = 0
         while not self._requested:
             if os.path.exists(request):
                 self._requested = True
                 self._dump()
                 return
+            done = self.obs.k - 1
+            if done > marked and not self.obs._observed(done):
+                marked = done
+                self._heartbeat(progress, done)
             time.sleep(WATCH_S)
+
+    def _heartbeat(self, path, step):
+        try:
+            tmp = f"{path}.hb{os.getpid()}"
+            with _ts_observe._open(tmp, "w", encoding="utf-8") as fh:
+                json.dump({"step": step, "time": time.time(), "pid": os.getpid(), "rank": self.rank}, fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass
 
     def _dump(self):
         out = self.obs.out_dir
