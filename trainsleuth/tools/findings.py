@@ -73,6 +73,13 @@ EXTRA_CODES: set[str] = {
     "resume_not_restored",
     # analyze_training_log: the learning-rate schedule (issue 22 item 7, the agent benchmark's warmup_schedule)
     "lr_warmup_unfinished",
+    # trace_diff (issue 29): the first call or tensor that differs between two variants of a training
+    "call_missing",
+    "call_order",
+    "call_args",
+    "update_lost",
+    "trace_divergence",
+    "invariant_broken",
 }
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
