@@ -38,9 +38,9 @@ MAX_WAIT_S = 40.0
 
 class _BisectCommon(AnalysisInput):
     command: str = Field(description="Exit 0 good, 125 skip, 1-127 bad.")
-    timeout_s: float | None = Field(default=600.0, ge=1, description="Per test run.")
+    timeout_s: float | None = Field(default=600.0, ge=1)  # per test run
     on_timeout: Literal["skip", "bad"] = "skip"
-    background: bool = Field(default=False, description="Do not wait.")
+    background: bool = False  # return as soon as the job has started
 
 
 class BisectCommitsInput(_BisectCommon):
@@ -108,6 +108,10 @@ def render_bisect(res: dict[str, Any]) -> str:
         lines.append(f"reused from the base environment: {', '.join(res['reused_packages'])}")
     for failure in res.get("install_failures", []):
         lines.append(f"could not install {failure['version']} (skipped)")
+    offer = res.get("trace_diff")
+    if offer:
+        call = ", ".join(f"{k}={v!r}" for k, v in offer["arguments"].items())
+        lines.append(f"next: trace_diff({call}) {offer['why']}")
     steps = res.get("steps") or []
     if steps:
         lines.append("steps:")
@@ -344,7 +348,7 @@ def register(registry: ToolRegistry) -> None:
         get_job,
         input_model=GetJobInput,
         output_model=JobOutput,
-        description="The status and result of a job a long tool handed back.",
+        description="A long tool's job: its status and result.",
         title="Get job",
         read_only=False,
         destructive=False,
@@ -356,7 +360,7 @@ def register(registry: ToolRegistry) -> None:
         cancel_job,
         input_model=JobInput,
         output_model=JobOutput,
-        description="Stop a job: kills its processes, removes its worktrees.",
+        description="Stop a job: its processes and worktrees go.",
         title="Cancel job",
         read_only=False,
         destructive=True,

@@ -124,6 +124,7 @@ class Tracer:
         self._per_step = {}  # (k, kind) -> count
         self._storages = {}  # storage ptr -> weakref(tensor): parameters and buffers
         self._before = {}  # id(param) -> (stats, clone or None) at before_step
+        self._grad_writers = {}  # id(gradient tensor) -> [collective events that wrote it] in this step
         self._stepped = set()  # id(param) stepped in the open iteration
         self._last = {}  # id(param) -> fingerprint at the end of the previous step (unstepped params)
         self._qual_cache = {}
@@ -195,7 +196,13 @@ class Tracer:
             for p in g["params"]:
                 before = st.summarise(self.torch, p)
                 clone = p.detach().clone() if keep else None
-                self._before[id(p)] = (before, clone, st.summarise(self.torch, p.grad) if p.grad is not None else None)
+                grad = None
+                if p.grad is not None:
+                    grad = st.summarise(self.torch, p.grad)
+                    for ev in self._grad_writers.get(id(p.grad), ()):
+                        ev["_grad_of"] = weakref.ref(p)
+                        grad["by"] = f"{ev['fn']} at {ev.get('site')}"
+                self._before[id(p)] = (before, clone, grad)
 
     @_quiet
     def after_step(self, info, k):
@@ -247,6 +254,7 @@ class Tracer:
                 if b is not None and b.numel() > 0:
                     self._event("buffer", "end_of_step", target=b, out=st.summarise(torch, b))
         self._stepped = set()
+        self._grad_writers = {}
         self._root_calls = 0
         self._fwd = {}
         if k >= self.obs.start + self.ops_steps - 1:
@@ -402,14 +410,27 @@ class Tracer:
     # ------------------------------------------------------------------ seeds and determinism
 
     def _pin(self, torch):
-        rank = int(self.obs.identity.get("rank", 0) or 0)
-        base = self.seed + 1000 * rank
+        """Seed everything at import; map every seed the program gives onto a pinned one.
+
+        The first seed a family (torch, random, numpy, cuda) is given maps to `seed`; a later one to
+        `seed + (given - first given)`: re-seeding with the same value still restores the same state, and
+        `seed + rank` given after a common seed still differs by rank, while two runs that differ only by
+        their seed (0 against 1) train identically. The values given are recorded."""
+        base = self.seed
+        first = {}
         counts = {}
         tracer = self
 
         def pinned(family, given):
             counts[family] = counts.get(family, 0) + 1
-            used = base + counts[family] if tracer.pin_seeds else given
+            used = given
+            if tracer.pin_seeds:
+                if isinstance(given, int) and not isinstance(given, bool):
+                    first.setdefault(family, given)
+                    used = base + (given - first[family])
+                else:
+                    used = base + 10_000 + counts[family]
+                used = abs(int(used)) % (2**63)
             if len(tracer.seeds) < 200:
                 site, _ = tracer._sites()
                 tracer.seeds.append({"fn": family, "given": api.describe(torch, given), "used": api.describe(torch, used), "site": site})
@@ -677,7 +698,9 @@ class Tracer:
                     pass
                 described["group_size"] = size
                 out = None if asynchronous or tensor is None else st.summarise(torch, tensor)
-                tracer._event("collective", qual, site=site, at=at, target=tensor, args=described, out=out, input=before, callers=callers or None)
+                ev = tracer._event("collective", qual, site=site, at=at, target=tensor, args=described, out=out, input=before, callers=callers or None)
+                if ev is not None and tensor is not None:
+                    tracer._grad_writers.setdefault(id(tensor), []).append(ev)
             except Exception as exc:
                 tracer.note(f"could not record {qual}: {exc!r}")
             finally:
@@ -913,7 +936,12 @@ class Tracer:
                         display[key] = f"optimizer {info.index} group {gi} parameter {j} (in no model)"
         for ev in self.events:
             ref = ev.pop("_ref", None)
-            if ref is not None:
+            grad_of = ev.pop("_grad_of", None)
+            owner = grad_of() if grad_of is not None else None
+            if owner is not None and id(owner) in by_id:
+                ev["t"] = by_id[id(owner)] + ".grad"
+                display.setdefault(ev["t"], display.get(by_id[id(owner)], by_id[id(owner)]) + ".grad")
+            elif ref is not None:
                 ev["t"] = self._name_of(ref, by_id, by_ptr, by_mod)
             mod = ev.pop("_mod", None)
             if mod is not None:

@@ -191,6 +191,7 @@ def _ranks_equal(good_runs: list[VariantTrace], bad: VariantTrace) -> list[Break
         held = ok if held is None else held & ok
     if not held:
         return []
+    reference = _rank_values(good_runs[0])
     earliest: dict[tuple[str, str], Break] = {}
     for key, by_rank in _rank_values(bad).items():
         if key not in held or len(by_rank) < 2:
@@ -198,15 +199,17 @@ def _ranks_equal(good_runs: list[VariantTrace], bad: VariantTrace) -> list[Break
         values = list(by_rank.values())
         if all(v == values[0] for v in values):
             continue
-        majority = max(set(values), key=values.count)
-        odd = sorted(r for r, v in by_rank.items() if v != majority) or sorted(by_rank)[1:]
+        good = reference.get(key, {})
+        odd = sorted(r for r, v in by_rank.items() if good.get(r) is not None and v != good.get(r))
+        if not odd or len(odd) == len(by_rank):
+            majority = max(set(values), key=values.count)
+            odd = sorted(r for r, v in by_rank.items() if v != majority) or sorted(by_rank)
         what = key[0]
         if what == "collective":
             where = f" at {key[2][0]}:{key[2][1]}" if key[2] else ""
-            subject, step, told = f"{key[1]}{where}", key[3], f"the result of {key[1]}{where}"
+            subject, step = f"{key[1]}{where}", key[3]
         else:
             subject, step = str(key[1]), key[2]
-            told = f"the gradient of {subject}" if what == "grad" else f"{subject} after the step"
         group = (what, subject)
         if group in earliest and earliest[group].step <= int(step):
             continue
@@ -215,7 +218,7 @@ def _ranks_equal(good_runs: list[VariantTrace], bad: VariantTrace) -> list[Break
             [subject],
             int(step),
             odd[0],
-            f"{told} differs on rank {', '.join(map(str, odd))} while it is equal on every rank in the good run",
+            f"differs on rank {', '.join(map(str, odd))} while it is equal on every rank in the good run",
             {"kind": what, "differing_ranks": odd},
         )
     return list(earliest.values())
@@ -226,7 +229,7 @@ def _grouped(breaks: list[Break]) -> list[Break]:
     out: list[Break] = []
     index: dict[tuple[Any, ...], Break] = {}
     for b in breaks:
-        key = (b.invariant, b.step, b.rank, b.message)
+        key = (b.invariant, b.step, b.rank, b.message, b.evidence.get("kind"))
         if key in index:
             index[key].subjects.extend(b.subjects)
             continue

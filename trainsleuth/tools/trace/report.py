@@ -102,7 +102,7 @@ def _value(d: EventDiff, ev: dict[str, Any] | None) -> dict[str, Any] | None:
     return ev.get(d.field or "out")
 
 
-def _again(ev: dict[str, Any], mine: ProcTrace, theirs: ProcTrace) -> str:
+def _again(ev: dict[str, Any], mine: ProcTrace, theirs: ProcTrace, who: str, other: str) -> str:
     """' again' when the call also runs earlier in the same step of both variants (init applied twice)."""
     from trainsleuth.tools.trace.align import event_key
 
@@ -110,7 +110,7 @@ def _again(ev: dict[str, Any], mine: ProcTrace, theirs: ProcTrace) -> str:
     step = ev.get("k")
     ours = sum(1 for e in mine.events if e.get("k") == step and event_key(e, with_site=False) == key)
     others = sum(1 for e in theirs.events if e.get("k") == step and event_key(e, with_site=False) == key)
-    return f" ({ours} times in one, {others} in the other)" if others and ours > others else ""
+    return f" ({ours} times in {who}, {others} in {other})" if others and ours > others else ""
 
 
 def to_difference(
@@ -133,7 +133,7 @@ def to_difference(
         who, other = ("a", "b") if d.kind == "a_only" else ("b", "a")
         mine, theirs = (pa, pb) if d.kind == "a_only" else (pb, pa)
         site = sa if d.kind == "a_only" else sb
-        shown = [f"{what}{' at ' + site if site else ''}{_again(ev, mine, theirs)}"]
+        shown = [f"{what}{' at ' + site if site else ''}{_again(ev, mine, theirs, who, other)}"]
         for x in sorted(block, key=lambda x: SIGNIFICANCE.get(str((x.a or x.b or {}).get("kind")), 9)):
             xe = x.a or x.b
             if x is d or xe is None or len(shown) >= 2 or SIGNIFICANCE.get(str(xe.get("kind")), 9) > 1:
@@ -148,7 +148,10 @@ def to_difference(
         message = f"{what} happens in another order: at {sa or '?'} in a, at {sb or '?'} in b ({step_text})"
     elif d.kind == "update_lost":
         assert d.a is not None and d.b is not None
-        why = "it had no gradient" if d.b.get("grad") is None else "the step left it unchanged"
+        grad = d.b.get("grad")
+        why = "it had no gradient" if grad is None else "the step left it unchanged"
+        if grad is not None and grad.get("norm") == 0:
+            why = "its gradient was all zeros" + (f" (written last by {grad['by']})" if grad.get("by") else "")
         if d.b.get("fn") == "unstepped":
             why = "no optimizer steps it"
         names = [pa.name((x.a or {}).get("t")) for x in block]
@@ -322,7 +325,7 @@ def _invariant(x: Break, b: VariantTrace) -> InvariantBreak:
         "buffer_constant": f"{shown} stays constant in the good run; in b it changes at step {x.step}{rank}",
         "buffer_updated": f"{shown} changes at every step of the good run; in b it stops changing at step {x.step}{rank}",
         "mode_at_site": f"{shown} is {x.message} (step {x.step}{rank}, at {x.evidence.get('site')})",
-        "ranks_equal": f"{x.message} (step {x.step})",
+        "ranks_equal": f"{_rank_subject(x.evidence.get('kind'), shown)} {x.message} (step {x.step})",
     }
     return InvariantBreak(
         invariant=x.invariant,
@@ -332,6 +335,14 @@ def _invariant(x: Break, b: VariantTrace) -> InvariantBreak:
         message=texts.get(x.invariant, x.message),
         evidence=x.evidence,
     )
+
+
+def _rank_subject(kind: Any, shown: str) -> str:
+    if kind == "collective":
+        return f"the result of {shown}"
+    if kind == "grad":
+        return f"the gradient of {shown}"
+    return f"{shown} after the optimizer step"
 
 
 def _seed_notes(a: VariantTrace, b: VariantTrace, notes: list[str]) -> list[dict[str, Any]]:
