@@ -27,13 +27,21 @@ def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
         path.write_text(textwrap.dedent(text).lstrip())
     subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
     subprocess.run(["git", "add", "-A"], cwd=ws, check=True)
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], cwd=ws, check=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], cwd=ws, check=True
+    )
     return ws
 
 
 def _trace(ws: Path, command_a: str, command_b: str, steps: int = 3, **kw: object) -> TraceDiffReport:
     plan = plan_trace_diff(
-        workspace=ws, command_a=command_a, command_b=command_b, python_a=PY, steps=steps, timeout_s=300, **kw  # type: ignore[arg-type]
+        workspace=ws,
+        command_a=command_a,
+        command_b=command_b,
+        python_a=PY,
+        steps=steps,
+        timeout_s=300,
+        **kw,  # type: ignore[arg-type]
     )
     report = run_trace_diff(plan, Reporter())
     print(render_text(report))
@@ -147,7 +155,8 @@ def main():
 main()
 """
 INIT_BAD = INIT_GOOD.replace(
-    "    model = Net()\n", "    model = Net()\n    model.apply(model._init_weights)  # post-init hook: initialises again\n"
+    "    model = Net()\n",
+    "    model = Net()\n    model.apply(model._init_weights)  # post-init hook: initialises again\n",
 )
 
 
@@ -284,7 +293,10 @@ def test_one_rank_whose_all_reduce_result_differs(tmp_path: Path) -> None:
     first = report.first_difference
     assert first is not None and first.code == "update_lost" and first.step == 3 and first.rank == 1
     assert "gradient was all zeros" in first.message
-    assert f"torch.distributed.all_reduce at bad.py:{_line(ws, 'bad.py', 'work = _all_reduce')} in lossy_all_reduce" in first.message
+    assert (
+        f"torch.distributed.all_reduce at bad.py:{_line(ws, 'bad.py', 'work = _all_reduce')} in lossy_all_reduce"
+        in first.message
+    )
     ranks = [x for x in report.invariants if x.invariant == "ranks_equal"]
     assert ranks and all(x.step == 3 and x.rank == 1 for x in ranks)
     assert any("the gradient of model.0.weight" in x.message for x in ranks)
@@ -391,7 +403,10 @@ def test_two_seeds_of_the_same_code_differ_by_nothing_beyond_noise(tmp_path: Pat
     report = _trace(ws, "python train.py --seed 0", "python train.py --seed 1")
     assert report.verdict in ("identical", "within_noise"), report.summary
     assert report.first_difference is None and not report.differences and not report.invariants
-    assert any("seed differently" in n and "torch.manual_seed(0)" in n and "torch.manual_seed(1)" in n for n in report.notes)
+    assert any(
+        "seed differently" in n and "torch.manual_seed(0)" in n and "torch.manual_seed(1)" in n
+        for n in report.notes
+    )
     assert report.variants[0].steps_observed == 3 and report.variants[0].events > 50
 
 

@@ -93,10 +93,18 @@ def _history(ws: Path) -> list[str]:
 def _state(ws: Path) -> tuple[str, str, str]:
     """What the user has: the status of the checkout, its worktrees, and the file contents."""
     status = "\n".join(
-        line for line in _git(ws, "status", "--porcelain", "--ignored").splitlines() if ".trainsleuth/" not in line
+        line
+        for line in _git(ws, "status", "--porcelain", "--ignored").splitlines()
+        if ".trainsleuth/" not in line
     )  # trainsleuth's own folder (git-ignored by its own .gitignore) is expected
     worktrees = _git(ws, "worktree", "list", "--porcelain")
-    files = "".join(sorted(f"{p}:{p.read_bytes()!r}" for p in ws.rglob("*") if p.is_file() and ".git" not in p.parts and ".trainsleuth" not in p.parts))
+    files = "".join(
+        sorted(
+            f"{p}:{p.read_bytes()!r}"
+            for p in ws.rglob("*")
+            if p.is_file() and ".git" not in p.parts and ".trainsleuth" not in p.parts
+        )
+    )
     return status, worktrees, files
 
 
@@ -106,7 +114,9 @@ def _server(ws: Path) -> Any:
 
 
 @pytest.mark.anyio
-async def test_bisect_offers_trace_diff_on_the_pair_it_found_and_trace_diff_names_the_call(tmp_path: Path) -> None:
+async def test_bisect_offers_trace_diff_on_the_pair_it_found_and_trace_diff_names_the_call(
+    tmp_path: Path,
+) -> None:
     ws = tmp_path / "proj"
     commits = _history(ws)
     # The user is in the middle of something: an edit and data git ignores; neither may change.
@@ -142,7 +152,11 @@ async def test_bisect_offers_trace_diff_on_the_pair_it_found_and_trace_diff_name
     assert first["what"] == "model.eval()" and first["site_b"] == f"train.py:{line} in main"
     assert [v["rev"] for v in out["variants"]] == [commits[2][:12], commits[3][:12]]
     modes = [x for x in out["invariants"] if x["invariant"] == "mode_at_site"]
-    assert modes and modes[0]["step"] == 1 and "eval mode where the good run is always in training mode" in modes[0]["message"]
+    assert (
+        modes
+        and modes[0]["step"] == 1
+        and "eval mode where the good run is always in training mode" in modes[0]["message"]
+    )
     assert any(f["code"] == "invariant_broken" for f in out["findings"])
     text = result.content[0].text
     assert "first difference: model.eval() at train.py:" in text
@@ -163,12 +177,24 @@ async def test_bad_input_is_refused_with_what_to_give_instead(tmp_path: Path) ->
         ({"rev_a": commits[0], "rev_b": commits[1]}, "rev_a/rev_b need command"),
         ({}, "give command (the training command you run)"),
         ({"command": "python train.py"}, "the two variants are the same command"),
-        ({"command": "python train.py", "rev_a": "no-such-rev", "rev_b": "main"}, "rev_a 'no-such-rev' is not a commit"),
+        (
+            {"command": "python train.py", "rev_a": "no-such-rev", "rev_b": "main"},
+            "rev_a 'no-such-rev' is not a commit",
+        ),
         ({"command": "python train.py", "rev_a": "main", "rev_b": commits[-1]}, "are the same commit"),
         ({"command": "python 'unclosed", "rev_a": commits[0], "rev_b": "main"}, "cannot be split into words"),
-        ({"command_a": "python train.py", "command_b": "python crash.py", "steps": 1}, "variant b produced no trace"),
-        ({"command_a": "python notrain.py", "command_b": "python train.py", "steps": 1}, "the good variant (a) did not train"),
-        ({"command": "python train.py", "python": "/bin/sh", "python_b": str(PY)}, "outside the workspace and not allowed"),
+        (
+            {"command_a": "python train.py", "command_b": "python crash.py", "steps": 1},
+            "variant b produced no trace",
+        ),
+        (
+            {"command_a": "python notrain.py", "command_b": "python train.py", "steps": 1},
+            "the good variant (a) did not train",
+        ),
+        (
+            {"command": "python train.py", "python": "/bin/sh", "python_b": str(PY)},
+            "outside the workspace and not allowed",
+        ),
         ({"command_a": "python train.py", "command_b": "python train.py --x", "cwd": "/etc"}, "outside"),
         ({"command_a": "a", "command_b": "b", "steps": 0}, "steps"),
         ({"command_a": "a", "command_b": "b", "stpes": 3}, "steps"),
@@ -183,7 +209,9 @@ async def test_bad_input_is_refused_with_what_to_give_instead(tmp_path: Path) ->
     assert _git(ws, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
-def test_command_line_trace_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_command_line_trace_diff_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = tmp_path / "proj"
     commits = _history(ws)
     monkeypatch.chdir(ws)
@@ -193,7 +221,9 @@ def test_command_line_trace_diff_json(tmp_path: Path, capsys: pytest.CaptureFixt
     )  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["first_difference"]["what"] == "model.eval()"
-    code = cli_main(["trace-diff", "python train.py", "--rev-a", "nope", "--rev-b", "main", "--python", str(PY), "--json"])
+    code = cli_main(
+        ["trace-diff", "python train.py", "--rev-a", "nope", "--rev-b", "main", "--python", str(PY), "--json"]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 3 and not out["ok"] and "is not a commit" in out["error"]["message"]
     assert cli_main(["trace-diff", "python train.py", "--steps", "0"]) == 2

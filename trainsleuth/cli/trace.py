@@ -45,7 +45,9 @@ def _error(args: argparse.Namespace, message: str, next_step: str | None, detail
     from trainsleuth.cli import EXIT_ERROR
 
     if args.json:
-        print(json.dumps({"ok": False, "error": {"message": message, "next_step": next_step, "detail": detail}}))
+        print(
+            json.dumps({"ok": False, "error": {"message": message, "next_step": next_step, "detail": detail}})
+        )
     print(f"trainsleuth trace-diff: {message}", file=sys.stderr)
     if detail and not args.json:
         print(detail[-1500:], file=sys.stderr)
@@ -106,5 +108,7 @@ def _top(cwd: Path) -> Path:
     """The repository's top folder (the revisions' checkouts copy it), else the folder itself."""
     import subprocess
 
-    proc = subprocess.run(["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True, text=True
+    )
     return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 and proc.stdout.strip() else cwd

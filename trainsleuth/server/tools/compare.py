@@ -60,9 +60,7 @@ class CompareRunsOutput(AnalysisOutput):
 
 
 class CheckResumeInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(
-        description="Probe mapping + save(path), load(path)"
-    )
+    entrypoint: Entrypoint = Field(description="Probe mapping + save(path), load(path)")
     steps_before: int = Field(default=4, ge=1, le=1000)
     steps_after: int = Field(default=4, ge=1, le=1000)
     python: str | None = None

@@ -139,6 +139,8 @@ def run_observed(
 def _to_mirror(arg: str, mirror: Mirror) -> str:
     """An absolute path into the workspace, in an argument, points into the copy instead."""
     ws = str(mirror.workspace)
+    if arg.startswith(os.path.join(ws, ".trainsleuth") + os.sep):
+        return arg  # trainsleuth's own folder (a bisect's environments) is not copied: use it where it is
     if ws in arg:
         return arg.replace(ws + os.sep, str(mirror.tree) + os.sep).replace(ws + " ", str(mirror.tree) + " ")
     return arg

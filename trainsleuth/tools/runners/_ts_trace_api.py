@@ -114,7 +114,9 @@ def describe(torch, value, depth=0, values=True):
             items.append(f"... {len(value)} items")
         return items
     if depth < 2 and isinstance(value, dict):
-        return {str(k)[:40]: describe(torch, v, depth + 1, values) for k, v in list(value.items())[:MAX_ITEMS]}
+        return {
+            str(k)[:40]: describe(torch, v, depth + 1, values) for k, v in list(value.items())[:MAX_ITEMS]
+        }
     if callable(value):
         return {"callable": getattr(value, "__qualname__", None) or type(value).__name__}
     name = type(value).__name__

@@ -59,11 +59,7 @@ def summarise(torch, tensor):
             return {"n": 0, "shape": list(t.shape)}
         if t.is_complex():
             t = torch.view_as_real(t)
-        flat = t.reshape(-1)
-        if not (flat.is_floating_point()):
-            flat = flat.to(torch.float64)
-        else:
-            flat = flat.double()
+        flat = t.reshape(-1).to(torch.float64)
         norm_src = flat
         if n > SAMPLE_ABOVE:
             stride = n // SAMPLE_ABOVE + 1

@@ -71,7 +71,9 @@ def call_key(ev: dict[str, Any]) -> tuple[Any, ...] | None:
     return (ev.get("kind"), ev.get("fn"), where[1] if where else None)
 
 
-def _pair_within(block_a: list[Pair], block_b: list[Pair], ea: list[dict[str, Any]], eb: list[dict[str, Any]]) -> None:
+def _pair_within(
+    block_a: list[Pair], block_b: list[Pair], ea: list[dict[str, Any]], eb: list[dict[str, Any]]
+) -> None:
     """In one unmatched stretch, pair events that are the same call from another site (code moved),
     then the same call from the same place on another target (its arguments differ)."""
     for keyer, how in ((lambda e: event_key(e, with_site=False), "moved"), (call_key, "retargeted")):

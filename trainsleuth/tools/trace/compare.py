@@ -165,7 +165,9 @@ class Noise:
     max_distance: float = 0.0
 
     def band(self, ev: dict[str, Any]) -> float:
-        return max(self.event_band.get(int(ev["s"]), 0.0), self.kind_band.get((ev["kind"], int(ev["k"])), 0.0))
+        return max(
+            self.event_band.get(int(ev["s"]), 0.0), self.kind_band.get((ev["kind"], int(ev["k"])), 0.0)
+        )
 
 
 def measure_noise(pa: ProcTrace, pa2: ProcTrace | None) -> Noise:

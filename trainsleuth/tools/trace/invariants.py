@@ -84,11 +84,22 @@ def _param_updated(goods: list[ProcTrace], pb: ProcTrace) -> list[Break]:
                 break  # the bad run ended before this step
             ev = series.get(k)
             if ev is None or not ev.get("changed"):
-                why = "was not stepped" if ev is None or ev.get("fn") == "unstepped" else "was stepped but did not change"
+                why = (
+                    "was not stepped"
+                    if ev is None or ev.get("fn") == "unstepped"
+                    else "was stepped but did not change"
+                )
                 if ev is not None and ev.get("fn") != "unstepped" and ev.get("grad") is None:
                     why = "had no gradient, so the step left it unchanged"
                 found.append(
-                    Break("param_updated", [t], k, pb.rank, why, {"site": (ev or {}).get("site"), "held_over_steps": len(steps_good)})
+                    Break(
+                        "param_updated",
+                        [t],
+                        k,
+                        pb.rank,
+                        why,
+                        {"site": (ev or {}).get("site"), "held_over_steps": len(steps_good)},
+                    )
                 )
                 break
     return found
@@ -186,8 +197,10 @@ def _ranks_equal(good_runs: list[VariantTrace], bad: VariantTrace) -> list[Break
         return []
     held: set[tuple[Any, ...]] | None = None
     for g in good_runs:
-        values = _rank_values(g)
-        ok = {key for key, by_rank in values.items() if len(by_rank) >= 2 and len(set(by_rank.values())) == 1}
+        per_key = _rank_values(g)
+        ok = {
+            key for key, by_rank in per_key.items() if len(by_rank) >= 2 and len(set(by_rank.values())) == 1
+        }
         held = ok if held is None else held & ok
     if not held:
         return []

@@ -33,7 +33,12 @@ def version_offer(
     """trace_diff with the two environments the bisect built (last good and first bad version)."""
     return {
         "tool": "trace_diff",
-        "arguments": {"command": command, "python": str(python_good), "python_b": str(python_bad), "cwd": str(cwd)},
+        "arguments": {
+            "command": command,
+            "python": str(python_good),
+            "python_b": str(python_bad),
+            "cwd": str(cwd),
+        },
         "why": f"names the first call or tensor that differs between {package}=={good} and {package}=={bad} "
         "(the environments this bisect built), with its call site",
     }

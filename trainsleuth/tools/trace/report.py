@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from trainsleuth.tools.findings import Finding
-from trainsleuth.tools.trace.compare import BAND_FACTOR, TOLERANCE, EventDiff, Noise, differences, measure_noise
+from trainsleuth.tools.trace.compare import (
+    BAND_FACTOR,
+    TOLERANCE,
+    EventDiff,
+    Noise,
+    differences,
+    measure_noise,
+)
 from trainsleuth.tools.trace.invariants import Break, infer_and_check
 from trainsleuth.tools.trace.models import Difference, InvariantBreak, NoiseInfo, TraceDiffReport, VariantInfo
 from trainsleuth.tools.trace.traces import ProcTrace, VariantTrace
@@ -67,10 +74,14 @@ def site_of(ev: dict[str, Any] | None, events: list[dict[str, Any]]) -> str | No
     if ev is None:
         return None
     if ev.get("site"):
-        return str(ev["site"])
+        return str(ev["site"]) + (f" (via {ev['at']})" if ev.get("at") else "")
     if ev.get("kind") == "fwd":
         for other in events:
-            if other.get("kind") == "call" and other.get("k") == ev.get("k") and other.get("n") == ev.get("n"):
+            if (
+                other.get("kind") == "call"
+                and other.get("k") == ev.get("k")
+                and other.get("n") == ev.get("n")
+            ):
                 return other.get("site")
     if ev.get("kind") in ("param", "buffer"):
         return None
@@ -127,7 +138,8 @@ def to_difference(
     code = CODES[d.kind]
     fields: dict[str, Any] = {}
     d.changes = [
-        {"arg": c["arg"], "a": pa.name(c["a"]), "b": pb.name(c["b"])} if c.get("names") else c for c in d.changes
+        {"arg": c["arg"], "a": pa.name(c["a"]), "b": pb.name(c["b"])} if c.get("names") else c
+        for c in d.changes
     ]
     if d.kind in ("a_only", "b_only"):
         who, other = ("a", "b") if d.kind == "a_only" else ("b", "a")
@@ -151,11 +163,17 @@ def to_difference(
         grad = d.b.get("grad")
         why = "it had no gradient" if grad is None else "the step left it unchanged"
         if grad is not None and grad.get("norm") == 0:
-            why = "its gradient was all zeros" + (f" (written last by {grad['by']})" if grad.get("by") else "")
+            why = "its gradient was all zeros" + (
+                f" (written last by {grad['by']})" if grad.get("by") else ""
+            )
         if d.b.get("fn") == "unstepped":
             why = "no optimizer steps it"
         names = [pa.name((x.a or {}).get("t")) for x in block]
-        subject = names[0] if len(names) == 1 else f"{len(names)} parameters ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
+        subject = (
+            names[0]
+            if len(names) == 1
+            else f"{len(names)} parameters ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
+        )
         what = subject
         message = (
             f"the update stops reaching {subject} at {step_text}: the optimizer step"
@@ -163,17 +181,19 @@ def to_difference(
             f"{' (b steps at ' + sb + ')' if sb and sb != sa else ''}"
         )
     elif d.kind == "args":
-        shown = "; ".join(f"{c['arg']}: {_fmt(c['a'])} in a, {_fmt(c['b'])} in b" for c in d.changes[:4])
-        message = f"{what} differs at {step_text}: {shown}" + _sites(sa, sb)
+        listed = "; ".join(f"{c['arg']}: {_fmt(c['a'])} in a, {_fmt(c['b'])} in b" for c in d.changes[:4])
+        message = f"{what} differs at {step_text}: {listed}" + _sites(sa, sb)
     else:
         va, vb = _value(d, d.a), _value(d, d.b)
-        label = {"grad": "its gradient", "input": "its input", "delta": "its update size"}.get(d.field or "", "its value")
+        label = {"grad": "its gradient", "input": "its input", "delta": "its update size"}.get(
+            d.field or "", "its value"
+        )
         message = (
             f"{what} first differs beyond noise at {step_text} ({label}): a {_short(va)}; b {_short(vb)}"
             f" (distance {d.distance:.3g}, noise band {d.band or 0:.3g})" + _sites(sa, sb)
         )
     return Difference(
-        code=code,  # type: ignore[arg-type]
+        code=code,
         step=int(ev.get("k") or 0),
         before_training=bool(ev.get("setup")),
         rank=rank,
@@ -226,7 +246,9 @@ def _blocks(found: list[EventDiff]) -> list[tuple[EventDiff, list[EventDiff]]]:
         ):
             j += 1
         block = found[i : j + 1]
-        best = min(block, key=lambda x: (SIGNIFICANCE.get(str((x.a or x.b or {}).get("kind")), 9), x.position))
+        best = min(
+            block, key=lambda x: (SIGNIFICANCE.get(str((x.a or x.b or {}).get("kind")), 9), x.position)
+        )
         out.append((best, block))
         i = j + 1
     return out
@@ -275,7 +297,7 @@ def build_report(
         verdict = "identical"
     seeds = _seed_notes(a, b, notes)
     report = TraceDiffReport(
-        verdict=verdict,  # type: ignore[arg-type]
+        verdict=verdict,
         summary=_summary(verdict, first, invariants, noise_info),
         first_difference=first,
         differences=chosen,
@@ -363,7 +385,9 @@ def _seed_notes(a: VariantTrace, b: VariantTrace, notes: list[str]) -> list[dict
     return seeds
 
 
-def _summary(verdict: str, first: Difference | None, invariants: list[InvariantBreak], noise: NoiseInfo) -> str:
+def _summary(
+    verdict: str, first: Difference | None, invariants: list[InvariantBreak], noise: NoiseInfo
+) -> str:
     if verdict == "identical":
         return "no difference: both variants make the same calls, in the same order, with the same values"
     if verdict == "within_noise":

@@ -19,7 +19,14 @@ from typing import Any
 
 from trainsleuth.tools.job_cleanup import _git, remove_worktree
 from trainsleuth.tools.job_records import JobCancelled, JobError
-from trainsleuth.tools.observe import CommandError, ObservedRun, ObserveError, parse_command, require_training, run_observed
+from trainsleuth.tools.observe import (
+    CommandError,
+    ObservedRun,
+    ObserveError,
+    parse_command,
+    require_training,
+    run_observed,
+)
 from trainsleuth.tools.trace.models import TraceDiffReport, VariantInfo
 from trainsleuth.tools.trace.report import build_report
 from trainsleuth.tools.trace.traces import VariantTrace, load_traces
@@ -77,7 +84,9 @@ def plan_trace_diff(
     """Check the request before anything runs; TraceDiffError lists what is wrong."""
     problems: list[str] = []
     if command and (command_a or command_b):
-        problems.append("give either command (with rev_a/rev_b, or python and python_b) or command_a and command_b, not both")
+        problems.append(
+            "give either command (with rev_a/rev_b, or python and python_b) or command_a and command_b, not both"
+        )
     if bool(command_a) != bool(command_b):
         problems.append("give both command_a and command_b (the good variant's command and the other's)")
     if bool(rev_a) != bool(rev_b):
@@ -85,11 +94,15 @@ def plan_trace_diff(
     if (rev_a or rev_b) and not command:
         problems.append("rev_a/rev_b need command: the training command to run at both revisions")
     if not command and not command_a and not command_b:
-        problems.append("give command (the training command you run) with rev_a and rev_b, or command_a and command_b")
+        problems.append(
+            "give command (the training command you run) with rev_a and rev_b, or command_a and command_b"
+        )
     if not 1 <= steps <= MAX_STEPS:
         problems.append(f"steps must be 1..{MAX_STEPS}")
     if problems:
-        raise TraceDiffError("; ".join(problems), "e.g. trace_diff(command='python train.py', rev_a='v1.2', rev_b='HEAD')")
+        raise TraceDiffError(
+            "; ".join(problems), "e.g. trace_diff(command='python train.py', rev_a='v1.2', rev_b='HEAD')"
+        )
     workspace = workspace.resolve()
     cwd = (cwd or workspace).resolve()
     pb = python_b or python_a
@@ -98,11 +111,16 @@ def plan_trace_diff(
             try:
                 parse_command(text, python=python_a)
             except CommandError as exc:
-                raise TraceDiffError(str(exc), "give the command exactly as you type it, e.g. 'python train.py --steps 10'") from None
+                raise TraceDiffError(
+                    str(exc), "give the command exactly as you type it, e.g. 'python train.py --steps 10'"
+                ) from None
     if rev_a and rev_b and command:
         repo = _repo_top(cwd)
         if repo is None:
-            raise TraceDiffError(f"{cwd} is not inside a git repository, so rev_a/rev_b cannot be checked out", "run in the repository's folder (cwd), or give command_a and command_b instead")
+            raise TraceDiffError(
+                f"{cwd} is not inside a git repository, so rev_a/rev_b cannot be checked out",
+                "run in the repository's folder (cwd), or give command_a and command_b instead",
+            )
         if repo != workspace and workspace not in repo.parents:
             raise TraceDiffError(
                 f"the git repository's top folder {repo} is outside the workspace {workspace}",
@@ -136,7 +154,14 @@ def plan_trace_diff(
             "the two variants are the same command with the same interpreter: nothing would differ",
             "give rev_a and rev_b (two commits), command_a and command_b, or python and python_b (two environments)",
         )
-    return TracePlan(workspace=workspace, cwd=cwd, a=Variant("a", ca, python_a), b=Variant("b", cb, pb), steps=steps, timeout_s=timeout_s)
+    return TracePlan(
+        workspace=workspace,
+        cwd=cwd,
+        a=Variant("a", ca, python_a),
+        b=Variant("b", cb, pb),
+        steps=steps,
+        timeout_s=timeout_s,
+    )
 
 
 def _repo_top(folder: Path) -> Path | None:
@@ -151,21 +176,28 @@ def _resolve(repo: Path, ref: str, what: str) -> str:
         raise TraceDiffError(f"{what} {ref!r} is not a revision", "pass a branch, tag or commit hash")
     proc = _git(str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
     if proc.returncode != 0 or not proc.stdout.strip():
-        raise TraceDiffError(f"{what} {ref!r} is not a commit in {repo}", "pass a branch, tag or commit hash that exists there (see `git log --oneline`)")
+        raise TraceDiffError(
+            f"{what} {ref!r} is not a commit in {repo}",
+            "pass a branch, tag or commit hash that exists there (see `git log --oneline`)",
+        )
     return proc.stdout.strip()
 
 
 class Reporter:
     """What trace_diff needs from whoever runs it: a job handle, or a local stand-in."""
 
-    def __init__(self, cancel_event: Any = None, progress: Callable[[float, float, str], None] | None = None) -> None:
+    def __init__(
+        self, cancel_event: Any = None, progress: Callable[[float, float, str], None] | None = None
+    ) -> None:
         import threading
 
         self.cancel_event = cancel_event or threading.Event()
         self._progress = progress
         self.cleanup: list[dict[str, str]] = []
 
-    def progress(self, done: float, total: float | None = None, message: str | None = None, current: str | None = None) -> None:
+    def progress(
+        self, done: float, total: float | None = None, message: str | None = None, current: str | None = None
+    ) -> None:
         if self._progress is not None:
             self._progress(done, total or 0, message or "")
 
@@ -197,7 +229,11 @@ def run_trace_diff(plan: TracePlan, reporter: Any, env: dict[str, str] | None = 
         for i, (variant, title) in enumerate(order):
             if reporter.cancel_event.is_set():
                 raise JobCancelled("cancelled")
-            reporter.progress(i, len(order), f"running {title}: {variant.command}" + (f" at {variant.rev_ref}" if variant.rev_ref else ""))
+            reporter.progress(
+                i,
+                len(order),
+                f"running {title}: {variant.command}" + (f" at {variant.rev_ref}" if variant.rev_ref else ""),
+            )
             runs.append(_run(plan, variant, run_env, reporter))
         reporter.progress(len(order), len(order), "comparing the traces")
         return compare_runs(plan, runs[0], runs[1], runs[2])
@@ -216,7 +252,17 @@ def _checkout(plan: TracePlan, v: Variant, work: Path, reporter: Any, entries: l
     entry = {"kind": "worktree", "repo": str(plan.repo), "path": str(wt)}
     reporter.add_cleanup(entry)
     entries.append(entry)
-    proc = _git(str(plan.repo), "-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--quiet", str(wt), v.rev)
+    proc = _git(
+        str(plan.repo),
+        "-c",
+        "core.hooksPath=/dev/null",
+        "worktree",
+        "add",
+        "--detach",
+        "--quiet",
+        str(wt),
+        v.rev,
+    )
     if proc.returncode != 0:
         raise TraceDiffError(
             f"git could not check out {v.rev_ref} ({v.rev[:12]}) in a temporary worktree: {proc.stderr.strip()[:500]}",
@@ -263,12 +309,18 @@ def _info(plan: TracePlan, v: Variant, run: ObservedRun, trace: VariantTrace) ->
         section = (rep.get("plugins") or {}).get("trace")
         if section:
             size += len(json.dumps(section))
-    steps = max((len({e.get("k") for e in p.events if e.get("kind") == "param"}) for p in trace.procs), default=0)
+    steps = max(
+        (len({e.get("k") for e in p.events if e.get("kind") == "param"}) for p in trace.procs), default=0
+    )
     exc = next((r.get("exception") for r in run.reports if r.get("exception")), None)
     return VariantInfo(
-        label=v.label,  # type: ignore[arg-type]
+        label=v.label,
         command=v.command,
-        rev=(f"{v.rev_ref} ({v.rev[:12]})" if v.rev_ref and v.rev and not v.rev.startswith(v.rev_ref) else (v.rev[:12] if v.rev else None)),
+        rev=(
+            f"{v.rev_ref} ({v.rev[:12]})"
+            if v.rev_ref and v.rev and not v.rev.startswith(v.rev_ref)
+            else (v.rev[:12] if v.rev else None)
+        ),
         python=str(v.python),
         processes=len(trace.procs),
         ranks=[p.rank for p in trace.procs],
@@ -282,12 +334,16 @@ def _info(plan: TracePlan, v: Variant, run: ObservedRun, trace: VariantTrace) ->
     )
 
 
-def compare_runs(plan: TracePlan, run_a: ObservedRun, run_b: ObservedRun, run_a2: ObservedRun | None) -> TraceDiffReport:
+def compare_runs(
+    plan: TracePlan, run_a: ObservedRun, run_b: ObservedRun, run_a2: ObservedRun | None
+) -> TraceDiffReport:
     """The report for three finished runs (a, b, a again): errors when a did not train or b never ran."""
     try:
         require_training(run_a)
     except ObserveError as exc:
-        raise TraceDiffError(f"the good variant (a) did not train: {exc.message}", exc.next_step, detail=exc.detail) from None
+        raise TraceDiffError(
+            f"the good variant (a) did not train: {exc.message}", exc.next_step, detail=exc.detail
+        ) from None
     a = load_traces(run_a.reports, "a")
     b = load_traces(run_b.reports, "b")
     a2 = load_traces(run_a2.reports, "a") if run_a2 is not None else None
@@ -312,20 +368,31 @@ def compare_runs(plan: TracePlan, run_a: ObservedRun, run_b: ObservedRun, run_a2
     if len(a.procs) != len(b.procs):
         notes.append(
             f"a ran {len(a.procs)} training process(es), b {len(b.procs)}: compared rank by rank where both have it"
-            + (f" (a's rank {a.procs[0].rank} against b's rank {b.procs[0].rank})" if len(rank_map) == 1 else "")
+            + (
+                f" (a's rank {a.procs[0].rank} against b's rank {b.procs[0].rank})"
+                if len(rank_map) == 1
+                else ""
+            )
         )
     for run, label in ((run_a, "a"), (run_b, "b")):
         for rep in run.reports:
             for name, err in (rep.get("plugin_errors") or {}).items():
                 notes.append(f"{label}: the {name} plugin failed: {str(err).strip().splitlines()[-1][:300]}")
         if run.workspace_changes:
-            notes.append(f"{label}: files in the workspace changed during the run (written by native code?): {', '.join(run.workspace_changes[:5])}")
+            notes.append(
+                f"{label}: files in the workspace changed during the run (written by native code?): {', '.join(run.workspace_changes[:5])}"
+            )
     for proc in b.procs:
         if proc.exception:
-            notes.append(f"b raised {proc.exception.get('type')}: {str(proc.exception.get('message'))[:300]} (rank {proc.rank})")
+            notes.append(
+                f"b raised {proc.exception.get('type')}: {str(proc.exception.get('message'))[:300]} (rank {proc.rank})"
+            )
     dropped = {k: v for p in [*a.procs, *b.procs] for k, v in p.dropped.items()}
     if dropped:
-        notes.append("the trace reached its size bounds; left out: " + ", ".join(f"{v} {k} events" for k, v in dropped.items()))
+        notes.append(
+            "the trace reached its size bounds; left out: "
+            + ", ".join(f"{v} {k} events" for k, v in dropped.items())
+        )
     for p in a.procs[:1]:
         notes += [n for n in p.notes if "compile" in n]
     variants = [_info(plan, plan.a, run_a, a), _info(plan, plan.b, run_b, b)]
