@@ -26,8 +26,12 @@ FormatName = Literal[
 
 
 def _known_format(value: str) -> str:
+    """A log format name (a plain string in the schema, to keep tools/list within budget)."""
     if value not in get_args(FormatName):
-        raise ValueError("one of " + ", ".join(get_args(FormatName)))
+        from pydantic_core import PydanticCustomError
+
+        choices = ", ".join(f'"{name}"' for name in get_args(FormatName))
+        raise PydanticCustomError("format_name", "must be one of {choices}", {"choices": choices})
     return value
 
 
