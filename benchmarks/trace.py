@@ -27,7 +27,7 @@ from benchmarks.common import BenchResult, result
 GOAL_STEP = 2.0  # traced steps after the first: at most 2x a plain step
 GOAL_BYTES = 64_000  # trace per step after the first, bytes of JSON
 
-SCRIPT = '''
+SCRIPT = """
 import json, sys, time
 import torch
 from torch import nn
@@ -97,7 +97,7 @@ for step in range(STEPS):
     times.append((time.perf_counter() - w, time.process_time() - c))
     with open(OUT, "w") as fh:
         json.dump({"times": times, "params": sum(p.numel() for p in model.parameters())}, fh)
-'''
+"""
 
 
 def _plain(ws: Path, model: str, steps: int, out: Path) -> dict[str, Any]:
@@ -170,7 +170,7 @@ def measure(model: str, steps: int, repeats: int) -> dict[str, Any]:
 def _results(model: str, f: dict[str, Any]) -> list[BenchResult]:
     cpu = f["cpu"]
     p1, pn = cpu["plain"]
-    b1, bn = cpu["observer"]
+    _, bn = cpu["observer"]
     t1, tn = cpu["traced"]
     label = {"cnn": "small CNN", "transformer": "small transformer"}[model]
     command = f"python -m benchmarks.trace --model {model} --steps {f['steps']} --repeats {f['repeats']}"

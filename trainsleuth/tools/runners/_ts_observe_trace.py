@@ -176,7 +176,7 @@ class Tracer(ApiWrappers, ForwardsAndOps, Names):
                 if clone is not None:
                     try:
                         with torch.no_grad():
-                            delta = st.scalar(torch.linalg.vector_norm((p.detach() - clone).double()))
+                            delta = st.scalar(torch.linalg.vector_norm(p.detach() - clone))
                     except Exception:
                         delta = None
                 changed = bool(

@@ -9,17 +9,20 @@ fixed strided sample (the norm stays exact).
 
 import math
 
-SAMPLE_ABOVE = 1 << 22  # elements: past this, mean/std/fingerprint use a strided sample
+SAMPLE_ABOVE = 1 << 22  # elements: past this, mean and fingerprint use a strided sample (the norm stays exact)
+EXACT_BELOW = 1 << 16  # elements: up to this, sums in float64; above, in float32 (one pass each, BLAS dots)
 _WEIGHTS: dict = {}
 _GOLDEN = 0.6180339887498949
 
 
-def _weights(torch, n, device):
-    key = (n, str(device))
+def _weights(torch, n, device, dtype):
+    """A (2, n) matrix: the fingerprint's weights and ones, so one matrix-vector product gives both sums
+    (BLAS kernels stay fast when the machine is busy; OpenMP reductions can slow down 40x there)."""
+    key = (n, str(device), dtype)
     w = _WEIGHTS.get(key)
     if w is None:
         idx = torch.arange(n, dtype=torch.float64, device=device)
-        w = torch.remainder(idx * _GOLDEN, 1.0) + 0.5
+        w = torch.stack([torch.remainder(idx * _GOLDEN, 1.0) + 0.5, torch.ones_like(idx)]).to(dtype)
         if len(_WEIGHTS) > 64:
             _WEIGHTS.clear()
         _WEIGHTS[key] = w
@@ -47,7 +50,7 @@ def first_tensor(torch, value, depth=0):
 
 
 def summarise(torch, tensor):
-    """{n, mean, std, norm, fp[, nonfinite]} of a tensor, or a shape-only record for non-float ones."""
+    """{n, mean, std, norm, fp[, nonfinite]} of a tensor, or a shape-only record for one without values."""
     if tensor is None or not isinstance(tensor, torch.Tensor):
         return None
     try:
@@ -59,41 +62,53 @@ def summarise(torch, tensor):
             return {"n": 0, "shape": list(t.shape)}
         if t.is_complex():
             t = torch.view_as_real(t)
-        flat = t.reshape(-1).to(torch.float64)
-        norm_src = flat
-        if n > SAMPLE_ABOVE:
-            stride = n // SAMPLE_ABOVE + 1
-            flat = flat[::stride]
-        finite = torch.isfinite(flat)
-        bad = flat.numel() - finite.sum()
-        clean = torch.where(finite, flat, torch.zeros((), dtype=flat.dtype, device=flat.device))
-        m = clean.numel()
-        w = _weights(torch, m, clean.device)
-        norm = torch.linalg.vector_norm(torch.nan_to_num(norm_src, nan=0.0, posinf=0.0, neginf=0.0))
-        s1 = clean.sum()
-        s2 = (clean * clean).sum()
-        fp = (clean * w).sum()
-        vals = torch.stack([s1, s2, fp, norm, bad.to(torch.float64)]).tolist()
+        flat = t.reshape(-1)
+        dtype = torch.float64 if n <= EXACT_BELOW or flat.dtype == torch.float64 else torch.float32
+        if flat.dtype != dtype:
+            flat = flat.to(dtype)
+        sample = flat[:: n // SAMPLE_ABOVE + 1] if n > SAMPLE_ABOVE else flat
+        m = sample.numel()
+        w = _weights(torch, m, sample.device, dtype)
+        vals = _sums(torch, flat, sample, w)
+        bad = 0
+        if not all(v == v and abs(v) != float("inf") for v in vals):
+            # Non-finite values (or squares past float32's range): count them, summarise the finite rest in float64.
+            flat = flat.to(torch.float64)
+            finite = torch.isfinite(flat)
+            bad = int(flat.numel() - finite.sum().item())
+            flat = torch.where(finite, flat, torch.zeros((), dtype=flat.dtype, device=flat.device))
+            sample = flat[:: n // SAMPLE_ABOVE + 1] if n > SAMPLE_ABOVE else flat
+            w = _weights(torch, m, sample.device, torch.float64)
+            vals = _sums(torch, flat, sample, w)
     except Exception as exc:  # an exotic tensor (a subclass, a lazy device): say so, never fail the run
         return {"n": int(getattr(tensor, "numel", lambda: 0)()), "error": type(exc).__name__}
-    s1, s2, fp, norm, bad = vals
+    s1, s2, fp = vals
     mean = s1 / m
-    var = max(s2 / m - mean * mean, 0.0)
+    norm = math.sqrt(max(s2, 0.0))
+    rms2 = s2 / n
     out = {
         "n": int(n),
         "mean": _r(mean),
-        "std": _r(math.sqrt(var)),
+        "std": _r(math.sqrt(max(rms2 - mean * mean, 0.0))),
         "norm": _r(norm),
         "fp": _r(fp),
     }
     if bad:
-        out["nonfinite"] = int(bad)
+        out["nonfinite"] = bad
     if list(tensor.shape) and len(tensor.shape) <= 6:
         out["shape"] = list(tensor.shape)
-    dtype = str(tensor.dtype).replace("torch.", "")
-    if dtype != "float32":
-        out["dtype"] = dtype
+    dtype_name = str(tensor.dtype).replace("torch.", "")
+    if dtype_name != "float32":
+        out["dtype"] = dtype_name
     return out
+
+
+def _sums(torch, flat, sample, w):
+    """[sum, sum of squares, fingerprint] with one host transfer."""
+    both = torch.mv(w, sample)
+    norm = torch.linalg.vector_norm(flat)
+    fp, s1, n2 = torch.cat([both, norm.reshape(1)]).tolist()
+    return [s1, n2 * n2, fp]
 
 
 def _r(x):
