@@ -69,6 +69,7 @@ class ApiWrappers(TracerState):
             original = getattr(cuda, name, None)
             if original is not None:
                 setattr(cuda, name, self._seed_wrapper(original, f"torch.cuda.{name}", pinned))
+        self._pin_generators(torch, pinned)
         random.seed(base)
         random.seed = self._seed_wrapper(random.seed, "random.seed", pinned)
         try:
@@ -78,6 +79,31 @@ class ApiWrappers(TracerState):
             numpy.random.seed = self._seed_wrapper(numpy.random.seed, "numpy.random.seed", pinned)
         except Exception:
             pass
+
+    def _pin_generators(self, torch, pinned):
+        """`torch.Generator()` made by the program (a data generator, a sampler's) seeds through the pin too:
+        a subclass whose manual_seed maps the seed (C functions and DataLoader accept it as a Generator)."""
+        base = getattr(torch, "Generator", None)
+        if base is None:
+            return
+        tracer = self
+        try:
+
+            class Generator(base):
+                def manual_seed(self, seed):
+                    if tracer._busy or os.getpid() != tracer._pid:
+                        return super().manual_seed(seed)
+                    tracer._busy += 1
+                    try:
+                        return super().manual_seed(pinned("torch.Generator", seed))
+                    finally:
+                        tracer._busy -= 1
+
+            Generator.__qualname__ = Generator.__name__ = "Generator"
+            Generator.__module__ = "torch"
+            torch.Generator = Generator
+        except TypeError as exc:  # a build whose Generator cannot be subclassed: its seeds stay as given
+            self.note(f"seeds of torch.Generator objects are not pinned: {exc}")
 
     def _seed_wrapper(self, original, family, pinned):
         tracer = self
