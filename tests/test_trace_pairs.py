@@ -212,7 +212,7 @@ COMPILE_BAD = COMPILE_GOOD.replace(
 def test_compiled_step_whose_update_stops_reaching_the_parameters(tmp_path: Path) -> None:
     assert COMPILE_BAD != COMPILE_GOOD
     ws = _repo(tmp_path, {"good.py": COMPILE_GOOD, "bad.py": COMPILE_BAD})
-    report = _trace(ws, "python good.py", "python bad.py", steps=4)
+    report = _trace(ws, "python good.py", "python bad.py", steps=3)
     first = report.first_difference
     assert first is not None and first.code == "call_args" and first.step == 3
     assert first.what == "torch.compile on model"

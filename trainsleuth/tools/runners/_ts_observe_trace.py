@@ -364,5 +364,7 @@ class Tracer(ApiWrappers, ForwardsAndOps, Names):
         return site
 
     def _forked(self):
+        """A forked child (a DataLoader worker) records nothing: every hook and the mode pass through."""
         self._ops_off = True
         self._pid = -1
+        self._tid = -1

@@ -4,6 +4,7 @@ import os
 import random
 import sys
 import threading
+from typing import Any
 
 import _ts_trace_api as api
 import _ts_trace_stats as st
@@ -83,7 +84,7 @@ class ApiWrappers(TracerState):
     def _pin_generators(self, torch, pinned):
         """`torch.Generator()` made by the program (a data generator, a sampler's) seeds through the pin too:
         a subclass whose manual_seed maps the seed (C functions and DataLoader accept it as a Generator)."""
-        base = getattr(torch, "Generator", None)
+        base: Any = getattr(torch, "Generator", None)
         if base is None:
             return
         tracer = self

@@ -235,6 +235,11 @@ def run_trace_diff(plan: TracePlan, reporter: Any, env: dict[str, str] | None = 
                 f"running {title}: {variant.command}" + (f" at {variant.rev_ref}" if variant.rev_ref else ""),
             )
             runs.append(_run(plan, variant, run_env, reporter))
+            # Fail fast: a that does not train, or b that never imports torch, cannot be compared.
+            if i == 0:
+                _check_a(runs[0])
+            elif i == 1:
+                _check_b(runs[1])
         reporter.progress(len(order), len(order), "comparing the traces")
         return compare_runs(plan, runs[0], runs[1], runs[2])
     finally:
@@ -328,16 +333,14 @@ def _info(plan: TracePlan, v: Variant, run: ObservedRun, trace: VariantTrace) ->
         events=events,
         trace_bytes=size,
         exit_code=run.process.returncode,
-        ended=next((r.get("reason") for r in run.reports if r.get("reason")), None),
+        ended=next((p.reason for p in trace.procs if p.reason), None),
         exception=f"{exc['type']}: {exc['message'][:200]}" if exc else None,
         workspace_changes=run.workspace_changes[:20],
     )
 
 
-def compare_runs(
-    plan: TracePlan, run_a: ObservedRun, run_b: ObservedRun, run_a2: ObservedRun | None
-) -> TraceDiffReport:
-    """The report for three finished runs (a, b, a again): errors when a did not train or b never ran."""
+def _check_a(run_a: ObservedRun) -> VariantTrace:
+    """a's traces; TraceDiffError when a did not train (nothing to compare with)."""
     try:
         require_training(run_a)
     except ObserveError as exc:
@@ -345,22 +348,35 @@ def compare_runs(
             f"the good variant (a) did not train: {exc.message}", exc.next_step, detail=exc.detail
         ) from None
     a = load_traces(run_a.reports, "a")
-    b = load_traces(run_b.reports, "b")
-    a2 = load_traces(run_a2.reports, "a") if run_a2 is not None else None
     if not a.procs:
         raise TraceDiffError(
             "the good variant (a) trained but no trace came back (the tracer could not start)",
             "look at the run's output below; report it if the tracer failed",
             detail="\n".join(str(r.get("plugin_errors")) for r in run_a.reports)[-3000:],
         )
+    return a
+
+
+def _check_b(run_b: ObservedRun) -> VariantTrace:
+    """b's traces; TraceDiffError when no process of b imported torch (it failed before training)."""
+    b = load_traces(run_b.reports, "b")
     if not b.procs:
-        tail = run_b.process.output_tail(2500)
         raise TraceDiffError(
             f"variant b produced no trace: it exited with code {run_b.process.returncode} before any Python process "
             "imported torch",
             "run b's command in a terminal: it fails before training starts (its output is below)",
-            detail=tail,
+            detail=run_b.process.output_tail(2500),
         )
+    return b
+
+
+def compare_runs(
+    plan: TracePlan, run_a: ObservedRun, run_b: ObservedRun, run_a2: ObservedRun | None
+) -> TraceDiffReport:
+    """The report for three finished runs (a, b, a again): errors when a did not train or b never ran."""
+    a = _check_a(run_a)
+    b = _check_b(run_b)
+    a2 = load_traces(run_a2.reports, "a") if run_a2 is not None else None
     notes = list(plan.notes)
     rank_map = {r: r for r in b.by_rank() if r in a.by_rank()}
     if not rank_map:
