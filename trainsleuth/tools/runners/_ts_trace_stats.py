@@ -9,7 +9,9 @@ fixed strided sample (the norm stays exact).
 
 import math
 
-SAMPLE_ABOVE = 1 << 22  # elements: past this, mean and fingerprint use a strided sample (the norm stays exact)
+SAMPLE_ABOVE = (
+    1 << 22
+)  # elements: past this, mean and fingerprint use a strided sample (the norm stays exact)
 EXACT_BELOW = 1 << 16  # elements: up to this, sums in float64; above, in float32 (one pass each, BLAS dots)
 _WEIGHTS: dict = {}
 _GOLDEN = 0.6180339887498949
