@@ -79,7 +79,53 @@ class ApiWrappers(TracerState):
             numpy.random.seed(base % (2**32))
             numpy.random.seed = self._seed_wrapper(numpy.random.seed, "numpy.random.seed", pinned)
         except Exception:
-            pass
+            numpy = None
+        self._pin_rng_objects(numpy, pinned)
+
+    def _pin_rng_objects(self, numpy, pinned):
+        """Random-number objects the program seeds itself (an environment's `np.random.RandomState(seed)`,
+        `np.random.default_rng(seed)`, `random.Random(seed)`) go through the pin as well."""
+        tracer = self
+
+        def mapped(family, seed):
+            used = pinned(family, seed)
+            return used % (2**32) if family.startswith("numpy") else used
+
+        original_seed = random.Random.seed
+
+        def py_seed(rng, a=None, version=2):
+            if tracer._busy or os.getpid() != tracer._pid or rng is getattr(random, "_inst", None):
+                return original_seed(rng, a, version)
+            return original_seed(rng, mapped("random.Random", a), version)
+
+        random.Random.seed = py_seed  # type: ignore[method-assign]
+        if numpy is None:
+            return
+        try:
+            legacy: Any = numpy.random.RandomState
+
+            class RandomState(legacy):
+                def __init__(self, seed=None):
+                    quiet = tracer._busy or os.getpid() != tracer._pid
+                    super().__init__(seed if quiet else mapped("numpy.random.RandomState", seed))
+
+                def seed(self, seed=None):
+                    quiet = tracer._busy or os.getpid() != tracer._pid
+                    return super().seed(seed if quiet else mapped("numpy.random.RandomState", seed))
+
+            RandomState.__qualname__ = RandomState.__name__ = "RandomState"
+            RandomState.__module__ = "numpy.random"
+            numpy.random.RandomState = RandomState
+            default_rng = numpy.random.default_rng
+
+            def pinned_default_rng(seed=None):
+                if tracer._busy or os.getpid() != tracer._pid or not (seed is None or isinstance(seed, int)):
+                    return default_rng(seed)
+                return default_rng(mapped("numpy.random.default_rng", seed))
+
+            numpy.random.default_rng = pinned_default_rng
+        except Exception as exc:  # numpy's classes changed: their seeds stay as given
+            self.note(f"numpy random generators are not pinned: {exc!r}")
 
     def _pin_generators(self, torch, pinned):
         """`torch.Generator()` made by the program (a data generator, a sampler's) seeds through the pin too:
