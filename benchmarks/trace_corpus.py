@@ -36,7 +36,7 @@ def _workloads() -> tuple[Any, Any]:
     return manifest.HEALTHY, manifest.BROKEN
 
 
-def _trace(ws: Path, command_a: str, command_b: str, steps: int) -> dict[str, Any]:
+def _trace(ws: Path, command_a: str, command_b: str, steps: int, start: int = 1) -> dict[str, Any]:
     from trainsleuth.tools.trace import Reporter, TraceDiffError, plan_trace_diff, run_trace_diff
 
     started = time.monotonic()
@@ -48,6 +48,7 @@ def _trace(ws: Path, command_a: str, command_b: str, steps: int) -> dict[str, An
             python_a=Path(sys.executable),
             steps=steps,
             timeout_s=600,
+            start=start,
         )
         report = run_trace_diff(plan, Reporter())
     except TraceDiffError as exc:
@@ -107,17 +108,13 @@ def run_corpus(only: set[str] | None, steps: int) -> dict[str, Any]:
             if "--seed" not in (ws / script).read_text():
                 out["healthy"][w.name] = {"skipped": "no --seed argument"}
                 continue
-            res = _trace(
-                ws, f"python {script} --seed 0", f"python {script} --seed 1", steps + w.observe_from - 1
-            )
+            res = _trace(ws, f"python {script} --seed 0", f"python {script} --seed 1", steps, w.observe_from)
             out["healthy"][w.name] = _summary(res)
             print(f"healthy {w.name}: {out['healthy'][w.name]}", file=sys.stderr)
         for w in broken:
             if only and w.name not in only and (w.twin_of not in only):
                 continue
-            res = _trace(
-                ws, f"python {w.twin_of}.py", f"python broken/{w.name}.py", steps + w.observe_from - 1
-            )
+            res = _trace(ws, f"python {w.twin_of}.py", f"python broken/{w.name}.py", steps, w.observe_from)
             row = _summary(res)
             if "report" in res:
                 row["names_module"] = _mentions(res["report"], w.modules)

@@ -34,6 +34,7 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--python", default=None, help="interpreter (default: ./.venv if present, else this one)")
     t.add_argument("--python-b", default=None, help="the other variant's interpreter, if not --python's")
     t.add_argument("--steps", type=int, default=5, help="training steps traced (default 5, at most 50)")
+    t.add_argument("--start", type=int, default=1, help="the first training step traced (default 1)")
     t.add_argument("--cwd", default=None, help="folder the command runs in (default: the current one)")
     t.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per run (default 600)")
     t.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -90,6 +91,7 @@ def run_trace_diff_cli(args: argparse.Namespace) -> int:
             python_b=python_b,
             steps=args.steps,
             timeout_s=args.timeout,
+            start=args.start,
         )
         progress = None if args.json else (lambda d, t, m: print(f"[{d:g}/{t:g}] {m}", file=sys.stderr))
         report = run_trace_diff(plan, Reporter(progress=progress))

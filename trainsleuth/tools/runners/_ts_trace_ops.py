@@ -187,7 +187,7 @@ class ForwardsAndOps(TracerState):
     def _saw_op(self, func, args, kwargs, result):
         torch = self.torch
         short = getattr(func, "__name__", "")
-        if short in VIEW_OPS:
+        if short in VIEW_OPS or not self.obs._observed(self.obs.k):
             return
         if (
             (short.endswith("_") and not short.startswith("_"))

@@ -2,6 +2,7 @@
 
 import os
 import random
+import re
 import sys
 import threading
 from typing import Any
@@ -19,27 +20,27 @@ class ApiWrappers(TracerState):
     def _pin(self, torch):
         """Seed everything at import; map every seed the program gives onto a pinned one.
 
-        The first seed a family (torch, random, numpy, cuda) is given maps to `seed`; a later one to
-        `seed + (given - first given)`: re-seeding with the same value still restores the same state, and
-        `seed + rank` given after a common seed still differs by rank, while two runs that differ only by
-        their seed (0 against 1) train identically. The values given are recorded."""
+        Each family (torch, cuda, random, numpy, generator objects) numbers the (call site, value given)
+        pairs in the order they first appear, and a pair gets `seed + its number`: re-seeding with the
+        same value at the same place restores the same state, different places or values get different
+        streams, and two runs that differ only by the value of their seed (0 against 1), or by where the
+        seeding lines sit in the file, train identically. The site is the file and function (not the
+        line). The values given are recorded."""
         base = self.seed
-        first: dict = {}
+        numbers: dict = {}
         counts: dict = {}
         tracer = self
 
         def pinned(family, given):
             counts[family] = counts.get(family, 0) + 1
+            site, _ = tracer._sites()
             used = given
             if tracer.pin_seeds:
-                if isinstance(given, int) and not isinstance(given, bool):
-                    first.setdefault(family, given)
-                    used = base + (given - first[family])
-                else:
-                    used = base + 10_000 + counts[family]
-                used = abs(int(used)) % (2**63)
+                where = re.sub(r":\d+ in ", " in ", site or "?")
+                value = given if isinstance(given, (int, str, bytes, float)) else f"#{counts[family]}"
+                table = numbers.setdefault(family, {})
+                used = base + table.setdefault((where, value), len(table))
             if len(tracer.seeds) < 200:
-                site, _ = tracer._sites()
                 tracer.seeds.append(
                     {
                         "fn": family,
@@ -73,14 +74,15 @@ class ApiWrappers(TracerState):
         self._pin_generators(torch, pinned)
         random.seed(base)
         random.seed = self._seed_wrapper(random.seed, "random.seed", pinned)
+        np: Any = None
         try:
-            import numpy
+            import numpy as np
 
-            numpy.random.seed(base % (2**32))
-            numpy.random.seed = self._seed_wrapper(numpy.random.seed, "numpy.random.seed", pinned)
+            np.random.seed(base % (2**32))
+            np.random.seed = self._seed_wrapper(np.random.seed, "numpy.random.seed", pinned)
         except Exception:
-            numpy = None
-        self._pin_rng_objects(numpy, pinned)
+            np = None
+        self._pin_rng_objects(np, pinned)
 
     def _pin_rng_objects(self, numpy, pinned):
         """Random-number objects the program seeds itself (an environment's `np.random.RandomState(seed)`,

@@ -62,6 +62,7 @@ class TracePlan:
     b: Variant
     steps: int = DEFAULT_STEPS
     timeout_s: float = 600.0
+    start: int = 1  # the first training step traced (a later phase: after a teacher's own training)
     repo: Path | None = None
     carried: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -80,6 +81,7 @@ def plan_trace_diff(
     python_b: Path | None = None,
     steps: int = DEFAULT_STEPS,
     timeout_s: float = 600.0,
+    start: int = 1,
 ) -> TracePlan:
     """Check the request before anything runs; TraceDiffError lists what is wrong."""
     problems: list[str] = []
@@ -99,6 +101,8 @@ def plan_trace_diff(
         )
     if not 1 <= steps <= MAX_STEPS:
         problems.append(f"steps must be 1..{MAX_STEPS}")
+    if start < 1:
+        problems.append("start (the first step traced) must be 1 or more")
     if problems:
         raise TraceDiffError(
             "; ".join(problems), "e.g. trace_diff(command='python train.py', rev_a='v1.2', rev_b='HEAD')"
@@ -134,6 +138,7 @@ def plan_trace_diff(
                 "give two different revisions (for a bisect's result: the last good and the first bad commit)",
             )
         plan = TracePlan(
+            start=start,
             workspace=repo,
             cwd=cwd,
             a=Variant("a", command, python_a, sha_a, rev_a),
@@ -155,6 +160,7 @@ def plan_trace_diff(
             "give rev_a and rev_b (two commits), command_a and command_b, or python and python_b (two environments)",
         )
     return TracePlan(
+        start=start,
         workspace=workspace,
         cwd=cwd,
         a=Variant("a", ca, python_a),
@@ -293,6 +299,7 @@ def _run(plan: TracePlan, v: Variant, env: dict[str, str], reporter: Any) -> Obs
             workspace=plan.workspace,
             plugins=["trace"],
             steps=plan.steps,
+            start=plan.start,
             options={"trace": {"seed": TRACE_SEED, "ops_steps": 1}},
             timeout_s=plan.timeout_s,
             cancel_event=reporter.cancel_event,
