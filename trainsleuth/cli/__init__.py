@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 
 from trainsleuth import __version__
-from trainsleuth.cli import client, compare, demo, hook, install, logs, probe, serve, state
+from trainsleuth.cli import client, compare, demo, hook, install, logs, probe, serve, state, trace
 
-COMMANDS = (serve, probe, logs, compare, client, install, hook, demo, state)
+COMMANDS = (serve, probe, logs, compare, trace, client, install, hook, demo, state)
 
 EXIT_OK = 0
 EXIT_EXPECTATION = 1  # an expectation or --fail-on threshold was not met

@@ -80,6 +80,13 @@ EXTRA_CODES: set[str] = {
     "teacher_in_train_mode",
     "loss_term_wrong_sign",
     "advantage_not_detached",
+    # trace_diff (issue 29): the first call or tensor that differs between two variants of a training
+    "call_missing",
+    "call_order",
+    "call_args",
+    "update_lost",
+    "trace_divergence",
+    "invariant_broken",
 }
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}

@@ -7,9 +7,9 @@ and answer "not available yet", so nothing pretends to work.
 from __future__ import annotations
 
 from trainsleuth.server.registry import ToolRegistry
-from trainsleuth.server.tools import bisect, compare, distributed, knowledge, logs, probe, protocol
+from trainsleuth.server.tools import bisect, compare, distributed, knowledge, logs, probe, protocol, trace
 
-AREAS = (protocol, logs, probe, distributed, bisect, knowledge, compare)
+AREAS = (protocol, logs, probe, distributed, bisect, knowledge, compare, trace)
 
 
 def register_all(registry: ToolRegistry) -> None:

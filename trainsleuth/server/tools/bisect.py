@@ -39,9 +39,9 @@ MAX_WAIT_S = 40.0
 
 class _BisectCommon(AnalysisInput):
     command: str = Field(description="Exit 0 good, 125 skip, 1-127 bad.")
-    timeout_s: float | None = Field(default=600.0, ge=1, description="Per test run.")
+    timeout_s: float | None = Field(default=600.0, ge=1)  # per test run
     on_timeout: Literal["skip", "bad"] = "skip"
-    background: bool = Field(default=False, description="Do not wait.")
+    background: bool = False  # return as soon as the job has started
 
 
 class BisectCommitsInput(_BisectCommon):
@@ -109,6 +109,10 @@ def render_bisect(res: dict[str, Any]) -> str:
         lines.append(f"reused from the base environment: {', '.join(res['reused_packages'])}")
     for failure in res.get("install_failures", []):
         lines.append(f"could not install {failure['version']} (skipped)")
+    offer = res.get("trace_diff")
+    if offer:
+        call = ", ".join(f"{k}={v!r}" for k, v in offer["arguments"].items())
+        lines.append(f"next: trace_diff({call}) {offer['why']}")
     steps = res.get("steps") or []
     if steps:
         lines.append("steps:")
@@ -385,7 +389,7 @@ def register(registry: ToolRegistry) -> None:
         get_job,
         input_model=GetJobInput,
         output_model=JobOutput,
-        description="A long tool's job: status, then result.",
+        description="A long tool's job: its status and result.",
         title="Get job",
         read_only=False,
         destructive=False,
@@ -397,7 +401,7 @@ def register(registry: ToolRegistry) -> None:
         cancel_job,
         input_model=JobInput,
         output_model=JobOutput,
-        description="Stop a job; its processes and worktrees go.",
+        description="Stop a job: its processes and worktrees go.",
         title="Cancel job",
         read_only=False,
         destructive=True,

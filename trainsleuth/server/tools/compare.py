@@ -30,10 +30,10 @@ ISSUE = 20
 class CompareRunsInput(AnalysisInput):
     good: ReadPath = Field(description="Log, run folder or probe report.")
     bad: ReadPath
-    more_good: list[ReadPath] = Field(default_factory=list, max_length=10, description="Other good seeds.")
+    more_good: list[ReadPath] = Field(default_factory=list, max_length=10)  # other good seeds
     metrics: list[str] = Field(default_factory=list, max_length=20)
     good_ref: GitRef | None = Field(default=None, description="Commit or pkg==version.")
-    bad_ref: GitRef | None = Field(default=None, description="Commit or pkg==version.")
+    bad_ref: GitRef | None = None  # as good_ref
     train_command: str | None = Field(default=None, max_length=2000, description="Writes the log to {log}.")
     plot: bool = Field(default=True)
 
@@ -60,9 +60,7 @@ class CompareRunsOutput(AnalysisOutput):
 
 
 class CheckResumeInput(AnalysisInput):
-    entrypoint: Entrypoint = Field(
-        description="Probe mapping + optional scheduler, ema, save(path), load(path)"
-    )
+    entrypoint: Entrypoint = Field(description="Probe mapping + save(path), load(path)")
     steps_before: int = Field(default=4, ge=1, le=1000)
     steps_after: int = Field(default=4, ge=1, le=1000)
     python: str | None = None

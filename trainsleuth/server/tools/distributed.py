@@ -48,7 +48,7 @@ class CheckDistributedInput(AnalysisInput):
     rank_rtol: float = Field(default=1e-6, ge=0, description="Across ranks.")
     python: str | None = None
     timeout_s: float = Field(default=300.0, ge=1, le=3600)
-    hang_s: float = Field(default=90.0, ge=3, le=3600, description="Seconds without progress = hang.")
+    hang_s: float = Field(default=90.0, ge=3, le=3600)  # seconds without progress that count as a hang
 
 
 class ComparePrecisionInput(AnalysisInput):
@@ -75,7 +75,7 @@ class DumpStacksInput(AnalysisInput):
 class DiffCheckpointsInput(AnalysisInput):
     a: ReadPath = Field(description="torch.save, .safetensors or HF folder.")
     b: ReadPath | None = None
-    entrypoint: Entrypoint | None = Field(default=None, description="Instead of b: this model's state_dict.")
+    entrypoint: Entrypoint | None = Field(default=None, description="Instead of b: its state_dict.")
     rtol: float = Field(default=0.0, ge=0)
     atol: float = Field(default=0.0, ge=0)
     python: str | None = None
@@ -85,7 +85,7 @@ class DiffCheckpointsInput(AnalysisInput):
 class EnvironmentInput(AnalysisInput):
     python: str | None = None
     compare_python: str | None = Field(default=None)
-    import_torch: bool = Field(default=True, description="CUDA/cuDNN/NCCL versions.")
+    import_torch: bool = True  # for the CUDA/cuDNN/NCCL versions
     timeout_s: float = Field(default=120.0, ge=1, le=600)
 
 

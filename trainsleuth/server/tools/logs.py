@@ -25,14 +25,29 @@ FormatName = Literal[
 ]  # fmt: skip
 
 
+def _known_format(value: str) -> str:
+    """A log format name (a plain string in the schema, to keep tools/list within budget)."""
+    if value not in get_args(FormatName):
+        from pydantic_core import PydanticCustomError
+
+        choices = ", ".join(f'"{name}"' for name in get_args(FormatName))
+        raise PydanticCustomError("format_name", "must be one of {choices}", {"choices": choices})
+    return value
+
+
 class AnalyzeLogInput(AnalysisInput):
     path: ReadPath
-    format: FormatName = "auto"
+    format: str = "auto"  # a FormatName; a plain string keeps tools/list within budget
     roles: dict[str, str] | None = None
     plot: bool = False
     min_severity: Literal["info", "warning", "error"] = "info"
     cursor: str | None = None
-    limit: int = Field(default=50, ge=1, le=500, description="Events per page.")
+    limit: int = Field(default=50, ge=1, le=500)
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        return _known_format(value)
 
 
 class AnalyzeLogOutput(AnalysisOutput):
@@ -87,23 +102,21 @@ class ExtractInput(AnalysisInput):
     path: ReadPath
     metrics: list[str] = Field(
         default_factory=list,
-        description="Names or roles (loss, grad_norm, lr...).",
+        description="Names or roles (loss, lr...).",
         max_length=50,
     )
-    max_points: int = Field(default=500, ge=2, le=5000, description="Per series.")
+    max_points: int = Field(default=500, ge=2, le=5000)
     step_min: float | None = None
     step_max: float | None = None
     format: str = "auto"  # as for analyze_training_log; a plain string keeps tools/list within budget
     roles: dict[str, str] | None = None
     cursor: str | None = None
-    limit: int = Field(default=10, ge=1, le=50, description="Series per page.")
+    limit: int = Field(default=10, ge=1, le=50)
 
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        if value not in get_args(FormatName):
-            raise ValueError("one of " + ", ".join(get_args(FormatName)))
-        return value
+        return _known_format(value)
 
 
 class ExtractOutput(AnalysisOutput):

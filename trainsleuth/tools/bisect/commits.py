@@ -478,6 +478,11 @@ def run_commit_bisect(plan: CommitBisectPlan, reporter: Reporter) -> dict[str, A
         "carried_files": list(plan.carried),
     }
     if first_bad:
+        from trainsleuth.tools.trace.offer import commit_offer
+
+        offer = commit_offer(root / plan.subdir if plan.subdir else root, first_bad, plan.command)
+        if offer is not None:
+            result["trace_diff"] = offer
         info = result["first_bad_commit"]
         subject = info["message"].splitlines()[0] if info["message"] else ""
         result["conclusion"] = (

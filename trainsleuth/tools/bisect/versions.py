@@ -148,6 +148,7 @@ def run_version_bisect(plan: VersionBisectPlan, reporter: Reporter) -> dict[str,
     skipped: set[int] = set()
     install_failures: list[dict[str, Any]] = []
     tried: list[dict[str, Any]] = []
+    envs: dict[str, Path] = {}  # version -> its environment (for the trace_diff offer)
 
     def pick() -> int | None:
         inside = [i for i in range(lo + 1, hi) if i not in skipped]
@@ -183,6 +184,8 @@ def run_version_bisect(plan: VersionBisectPlan, reporter: Reporter) -> dict[str,
             reuse=plan.reuse,
         )
         env_info = {"reused": built.reused, "ok": built.ok, "build_s": round(time.monotonic() - started, 3)}
+        if built.path is not None:
+            envs[version] = built.path
         if not built.ok or built.path is None:
             outcome = RunOutcome("skip", None, False, 0.0, built.log_tail, "could not be installed: skipped")
             install_failures.append({"version": version, "log_tail": built.log_tail})
@@ -239,7 +242,17 @@ def run_version_bisect(plan: VersionBisectPlan, reporter: Reporter) -> dict[str,
             f"{runs} test runs over {n} versions"
         )
     reporter.progress(len(tried), len(tried), "done", first_bad)
+    last_good = plan.versions[lo] if lo >= 0 else None
+    offer = None
+    if first_bad and last_good and first_bad in envs and last_good in envs:
+        from trainsleuth.tools.trace.offer import env_python, version_offer
+
+        offer = version_offer(
+            plan.package, last_good, first_bad, env_python(envs[last_good]), env_python(envs[first_bad]),
+            plan.command, plan.cwd,
+        )  # fmt: skip
     return {
+        **({"trace_diff": offer} if offer else {}),
         "package": plan.package,
         "versions": plan.versions,
         "command": plan.command,

@@ -106,20 +106,32 @@ def _walk_files(workspace: Path) -> tuple[list[str], list[str]]:
     return sources, linked
 
 
-def make_mirror(workspace: Path, run_dir: Path) -> Mirror:
-    """Build RUN/tree/<name>/ for `workspace`: sources copied, everything else linked."""
+def make_mirror(workspace: Path, run_dir: Path, source: Path | None = None) -> Mirror:
+    """Build RUN/tree/<name>/ for `workspace`: sources copied, everything else linked.
+
+    `source` (a git worktree of another revision of the workspace's repository) supplies the source
+    files instead of the workspace; the workspace's ignored entries (data, checkpoints, environments)
+    are still linked, so the other revision reads the user's data."""
     workspace = workspace.resolve()
     root = run_dir / "tree"
     tree = root / workspace.name
     tree.mkdir(parents=True)
     mirror = Mirror(workspace=workspace, root=root, tree=tree)
-    listed = _git_files(workspace)
-    sources, link_tops = listed if listed is not None else _walk_files(workspace)
+    origin = source.resolve() if source is not None else workspace
+    listed = _git_files(origin)
+    sources, link_tops = listed if listed is not None else _walk_files(origin)
+    if source is not None:
+        own = _git_files(workspace)
+        user_links = [rel for rel in (own[1] if own else []) if rel != ".git"]
+        link_tops = sorted(set(user_links) - set(sources))
+        git_link = tree / ".git"
+        if os.path.lexists(origin / ".git") and not os.path.lexists(git_link):
+            os.symlink(origin / ".git", git_link)
     total = 0
     for rel in sources:
         if rel.split("/")[0] in SKIP_ALWAYS:
             continue
-        src = workspace / rel
+        src = origin / rel
         dst = tree / rel
         try:
             st = src.lstat()

@@ -77,12 +77,14 @@ def run_observed(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     on_start: Callable[[Path], None] | None = None,
+    source: Path | None = None,
 ) -> ObservedRun:
     """Run `command` in a scratch copy of `workspace`, observing iterations start..start+steps-1.
 
     Raises CommandError for a command that cannot run, ObserveError when the observer saw nothing
     (the program failed before training, or never imported torch). `on_start(run_dir)` is called
-    before the command starts (a job registers the folder for clean-up there).
+    before the command starts (a job registers the folder for clean-up there). `source`: run the
+    files of this git worktree (another revision) instead of the workspace's own (`make_mirror`).
     """
     workspace = workspace.resolve()
     parsed = parse_command(command, python=python)
@@ -94,7 +96,7 @@ def run_observed(
     out_dir.mkdir(parents=True)
     if on_start is not None:
         on_start(run_dir)
-    mirror = make_mirror(workspace, run_dir)
+    mirror = make_mirror(workspace, run_dir, source=source)
     argv = [_to_mirror(a, mirror) for a in parsed.argv]
     config = {
         "out_dir": str(out_dir),
@@ -137,6 +139,8 @@ def run_observed(
 def _to_mirror(arg: str, mirror: Mirror) -> str:
     """An absolute path into the workspace, in an argument, points into the copy instead."""
     ws = str(mirror.workspace)
+    if arg.startswith(os.path.join(ws, ".trainsleuth") + os.sep):
+        return arg  # trainsleuth's own folder (a bisect's environments) is not copied: use it where it is
     if ws in arg:
         return arg.replace(ws + os.sep, str(mirror.tree) + os.sep).replace(ws + " ", str(mirror.tree) + " ")
     return arg
