@@ -22,11 +22,11 @@ CASES = Path(__file__).resolve().parent / "cases"
 SPECIAL = {".commit", ".delete"}
 
 
-# Cases whose playbook.yaml is not written yet (issue 26: they wait for `probe_gradients command=...`
-# and `check_distributed command=...`). Listed by name so that a missing playbook is never silent:
-# tests/test_agent_cases.py asserts this set is exactly the cases without one, and runs their
-# check.sh itself (unfixed: exit 1, with fix.patch: exit 0) until a playbook takes that over.
-PLAYBOOKS_PENDING = frozenset({"forecaster_zero_init", "vendored_ffn", "trainer_fit_loss", "ddp_rank_state"})
+# Cases whose playbook.yaml is not written yet, listed by name so that a missing playbook is never
+# silent. Empty since issue 26 (every case has its playbook, whose submit_diagnosis and verify_fix prove
+# that check.sh fails as built and passes with fix.patch); tests/test_agent_cases.py asserts that every
+# case has a playbook, so a case added here must bring back a test that runs its check.sh itself.
+PLAYBOOKS_PENDING: frozenset[str] = frozenset()
 
 
 def case_names() -> list[str]:
