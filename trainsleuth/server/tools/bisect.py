@@ -59,7 +59,7 @@ class BisectVersionsInput(_BisectCommon):
     python: str | None = None
     requirements: list[str] = Field(default_factory=list, description="Installed beside each version.")
     reuse_packages: list[str] = Field(
-        default_factory=list, description="Take these (torch...) from python's env."
+        default_factory=list, description="From python's env (torch...)."
     )
     find_links: list[ReadPath] = Field(default_factory=list)
     index_url: str | None = None
