@@ -137,6 +137,21 @@ def test_head_replaced_after_the_optimizer_and_its_twin(loops: Path) -> None:
     assert probe(loops, "python headswap_train.py --late-optimizer").healthy
 
 
+def test_linear_probe_whose_optimizer_holds_only_the_replaced_head_is_never_called_healthy(
+    loops: Path,
+) -> None:
+    """Blind run j1 (round 3): with a frozen backbone the optimizer holds only the discarded head, so no
+    model an optimizer trains ever runs; the probe said "healthy" and took the orphans for an input being
+    optimised. The head that runs gets gradients no optimizer holds: that is the finding."""
+    broken = probe(loops, "python headswap_train.py --frozen-backbone")
+    assert not broken.healthy
+    [f] = [f for f in broken.findings if f.severity != "info"]
+    assert (f.code, f.severity, f.module) == ("params_not_updated", "error", "model.head")
+    assert "built before model.head was replaced" in f.evidence["hint"]
+    assert "input_optimization" not in {r["name"] for r in broken.regimes}
+    assert probe(loops, "python headswap_train.py --frozen-backbone --late-optimizer").healthy
+
+
 def test_nan_from_a_fully_masked_row_names_module_and_operation(loops: Path) -> None:
     report = probe(loops, "python nan_train.py --mask-all-padding", steps=2)
     assert report.nonfinite == {

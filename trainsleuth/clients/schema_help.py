@@ -83,6 +83,8 @@ _TOOL_EXAMPLES: dict[str, dict[str, Any]] = {
     "diff_checkpoints": {"b": "checkpoints/step_200.pt"},
     "dump_stacks": {"pattern": "train.py"},
     "probe_gradients": {"command": "python train.py"},  # the user's own command first (probe://entrypoint)
+    "compare_precision": {"command": "python train.py"},
+    "check_distributed": {"command": "torchrun --standalone --nproc_per_node 2 train.py"},
 }
 
 

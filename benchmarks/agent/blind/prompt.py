@@ -32,7 +32,9 @@ Report at the end, briefly:
 3. the fix (`git diff`) and the last lines of `./check.sh`;
 4. how many shell commands you ran in all, and which of them failed because of your own mistake
    (wrong option, wrong argument name, wrong path, syntax): list each one with its error in one line;
-5. anything that wasted your time.
+5. anything that wasted your time;
+6. where your decisive evidence came from: the one command (yours, or a tool's call) whose output
+   told you the root cause, quoted in one line.
 """
 
 with_ts = """

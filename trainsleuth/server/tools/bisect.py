@@ -58,9 +58,7 @@ class BisectVersionsInput(_BisectCommon):
     versions: list[str] = Field(min_length=2, description="Oldest first.")
     python: str | None = None
     requirements: list[str] = Field(default_factory=list, description="Installed beside each version.")
-    reuse_packages: list[str] = Field(
-        default_factory=list, description="Take these (torch...) from python's env."
-    )
+    reuse_packages: list[str] = Field(default_factory=list, description="From python's env (torch...).")
     find_links: list[ReadPath] = Field(default_factory=list)
     index_url: str | None = None
     extra_index_urls: list[str] = Field(default_factory=list)

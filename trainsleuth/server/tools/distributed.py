@@ -45,7 +45,7 @@ class CheckDistributedInput(AnalysisInput):
     steps: int = Field(default=2, ge=1, le=100)
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     rtol: float = Field(default=1e-4, gt=0, description="Against one process.")
-    rank_rtol: float = Field(default=1e-6, ge=0, description="Across ranks.")
+    rank_rtol: float = Field(default=1e-6, ge=0)
     python: str | None = None
     timeout_s: float = Field(default=300.0, ge=1, le=3600)
     hang_s: float = Field(default=90.0, ge=3, le=3600)  # seconds without progress that count as a hang
@@ -303,7 +303,7 @@ def register(registry: ToolRegistry) -> None:
         check_distributed_tool,
         input_model=CheckDistributedInput,
         output_model=CheckDistributedOutput,
-        description="Multi-GPU bugs: the ranks of your torchrun command compared; hangs, dead ranks explained.",
+        description="Multi-GPU: your torchrun command's ranks compared; hangs explained.",
         title="Check distributed",
         read_only=False,
         destructive=True,
@@ -317,7 +317,7 @@ def register(registry: ToolRegistry) -> None:
         compare_precision_tool,
         input_model=ComparePrecisionInput,
         output_model=ComparePrecisionOutput,
-        description="Mixed precision: your command's forward in fp32 vs bf16/fp16; first module to diverge.",
+        description="Mixed precision: your command in fp32 vs bf16/fp16; first module to diverge.",
         title="Compare precision",
         read_only=False,
         destructive=True,
@@ -331,7 +331,7 @@ def register(registry: ToolRegistry) -> None:
         dump_stacks_tool,
         input_model=DumpStacksInput,
         output_model=DumpStacksOutput,
-        description="Hangs: stacks and Flight Recorder records of all ranks; mismatched collectives.",
+        description="Hangs: all ranks' stacks and Flight Recorder records; mismatched collectives.",
         title="Dump stacks",
         read_only=False,
         destructive=False,

@@ -226,7 +226,7 @@ def register(registry: ToolRegistry) -> None:
         literature_handler,
         input_model=LiteratureInput,
         output_model=LiteratureOutput,
-        description="Unfamiliar errors: search arXiv, GitHub issues, Stack Exchange, web.",
+        description="Unfamiliar errors: search arXiv, GitHub issues, Stack Exchange.",
         title="Search literature",
         read_only=False,
         destructive=False,

@@ -239,7 +239,7 @@ def register(registry: ToolRegistry) -> None:
         probe_gradients,
         input_model=ProbeInput,
         output_model=ProbeOutput,
-        description="Investigating: run your training command a few steps; where gradients break, per parameter.",
+        description="Investigating: your training command's first steps; where gradients break.",
         title="Probe gradients",
         read_only=False,
         destructive=True,

@@ -52,7 +52,7 @@ class SubmitDiagnosisInput(ToolInput):
     symptom: str
     root_cause: str
     evidence_ids: list[str] = Field(min_length=1)
-    mechanism: str = Field(description="Why the cause produces the symptom.")
+    mechanism: str  # why the cause produces the symptom
     proposed_fix: ProposedFixInput
     reproducer: str | None = Field(default=None, description="Required when start_investigation gave none.")
     reproducer_timeout_s: float | None = Field(default=None, ge=1, le=24 * 3600)

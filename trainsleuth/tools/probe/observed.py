@@ -79,7 +79,10 @@ def probe_command(
             )
         sections.append((rep, section))
     rep, section = sections[0]
-    if not section.get("steps") and not section.get("findings"):
+    inputs = any(r.get("name") == "input_optimization" for r in section.get("regimes") or [])
+    if (not section.get("steps") or not (section.get("models") or inputs)) and not section.get("findings"):
+        # no model an optimizer trains was watched and no input is optimised: nothing was judged, which is
+        # never "healthy"
         raise ProbeError(
             "not_judged",
             "; ".join(section.get("notes") or []) or "no observed step completed",

@@ -438,9 +438,13 @@ class ProbePlugin:
         }
         if not watched:
             held = self._held()
-            section["regimes"] = rules.regimes.detect({"regime_obs": self._regime_observations([], False)})
+            bare = {"regime_obs": self._regime_observations([], False), "params": []}
+            bare["regimes"] = section["regimes"] = rules.regimes.detect(bare)
             section["regime"] = rules.regimes.sentence(section["regimes"])
-            section["findings"] = list(self.contract_findings)
+            # a model that runs and gets gradients no optimizer holds (its optimizer built over a module
+            # replaced since) is the finding, not a reason to judge nothing
+            unheld = [self._at_iteration(f) for f in rules.regime_rules.unheld_params_not_updated(bare)]
+            section["findings"] = list(self.contract_findings) + unheld
             section["notes"] = [
                 *notes,
                 "no model the optimizers train completed an observed step"

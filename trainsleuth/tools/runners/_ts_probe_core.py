@@ -6,7 +6,8 @@ return None, statistics are computed on detached tensors under `torch.no_grad()`
 draws random numbers and nothing is modified in place, so training is unchanged.
 Full backward hooks are not used (they break on in-place activations).
 
-Where NaN/Inf starts is worked out in `_ts_probe_origins`, the loss contract in
+The module and gradient hooks are in `_ts_probe_hooks`, the update measurements in `_ts_probe_updates`,
+where NaN/Inf starts is worked out in `_ts_probe_origins`, the loss contract in
 `_ts_probe_contract`, the per-module table in `_ts_probe_table`, the rules in `_ts_probe_rules`.
 """
 
@@ -18,15 +19,19 @@ try:  # imported as part of the trainsleuth package (live mode)
     from . import _ts_probe_origins as origins
     from . import _ts_probe_summary as summarize
     from . import _ts_probe_tensors as tens
+    from ._ts_probe_hooks import HooksMixin
     from ._ts_probe_measure import RELU_TYPES, SAT_TYPES, MeasureMixin
     from ._ts_probe_table import module_table
+    from ._ts_probe_updates import UpdatesMixin, _put
     from ._ts_probe_util import _f
 except ImportError:  # imported from the runner's own folder (user's interpreter)
     import _ts_probe_origins as origins  # type: ignore[no-redef]
     import _ts_probe_summary as summarize  # type: ignore[no-redef]
     import _ts_probe_tensors as tens  # type: ignore[no-redef]
+    from _ts_probe_hooks import HooksMixin  # type: ignore[no-redef]
     from _ts_probe_measure import RELU_TYPES, SAT_TYPES, MeasureMixin  # type: ignore[no-redef]
     from _ts_probe_table import module_table  # type: ignore[no-redef]
+    from _ts_probe_updates import UpdatesMixin, _put  # type: ignore[no-redef]
     from _ts_probe_util import _f  # type: ignore[no-redef]
 
 MODE_TYPES = (
@@ -40,20 +45,11 @@ MODE_TYPES = (
     "BatchNorm3d",
     "SyncBatchNorm",
 )
-MAX_EVENTS = 50000
 
 # kept for callers that used the old names
 iter_tensors = tens.iter_tensors
 tensor_finite = tens.tensor_finite
 extract_loss = tens.extract_loss
-
-
-def _put(lst, i, value, keep=False):
-    """lst[i] = value, padding with None; with keep, an existing entry stays."""
-    while len(lst) <= i:
-        lst.append(None)
-    if not keep:
-        lst[i] = value
 
 
 class _ParamStat:
@@ -103,7 +99,7 @@ def mode_sensitive_modules(model):
     return out
 
 
-class Recorder(MeasureMixin):
+class Recorder(HooksMixin, UpdatesMixin, MeasureMixin):
     """Hooks a model (and optionally its optimizer) and accumulates per-step statistics.
 
     Call `begin_step(k)` before a step's forward, `end_step(loss, snapshot)` after the optimizer
@@ -303,78 +299,6 @@ class Recorder(MeasureMixin):
         self._step_discards = 0
         self.active = True
 
-    def snapshot_params(self, only=None):
-        """Detached copies of the trainable parameters (taken right before an optimizer step);
-        with `only` (a set of parameter ids), of those only and None for the others."""
-        if self.optimizers:
-            self._lrs = [_f(g.get("lr")) for g in self._groups()]
-        with torch.no_grad():
-            return [
-                p.detach().clone() if p.requires_grad and (only is None or id(p) in only) else None
-                for _, p in self.params
-            ]
-
-    def measure_updates(self, snapshot, accumulate=False):
-        """Record this step's parameter updates against `snapshot`, while `.grad` still holds the
-        gradients the optimizer used (call right after optimizer.step, e.g. from its post-hook).
-        `accumulate`: a further optimizer of the same step (the step's first-order change adds up)."""
-        if snapshot is None or (self._measured_step == self.step and not accumulate):
-            return
-        self._measured_step = self.step
-        self.updates_measured = True
-        self._measure_updates(snapshot, self.step, accumulate)
-
-    def read_grads(self, only=None):
-        """Take each parameter's gradient from `.grad` as the optimizer is about to use it (the sum of
-        every backward since the last zero_grad, after clipping and unscaling), instead of what the
-        parameter hooks saw in backward. Returns how many parameters a backward reached whose `.grad`
-        was empty or zero by then (cleared between backward and the step)."""
-        idx = [
-            i for i, (_, p) in enumerate(self.params) if p.requires_grad and (only is None or id(p) in only)
-        ]
-        cleared = 0
-        have = []
-        for i in idx:
-            s = self.pstats[i]
-            g = self.params[i][1].grad
-            if g is None:
-                if s.fired and s.sumsq > 0:
-                    cleared += 1
-                    s.cleared += 1
-                s.fired = False
-                s.sumsq = 0.0
-                s.nonfinite = False
-            else:
-                have.append((i, g))
-        norms = _norms([g for _, g in have])
-        for (i, _), n in zip(have, norms):  # noqa: B905
-            s = self.pstats[i]
-            if n == 0.0 and s.fired and s.sumsq > 0:
-                cleared += 1
-                s.cleared += 1
-            s.fired = True
-            s.fires = max(1, s.fires)
-            s.nonfinite = not math.isfinite(n)
-            s.sumsq = n * n if not s.nonfinite else 0.0
-        return cleared
-
-    def before_backward(self, loss):
-        """Called with the loss before its backward: the operation of the loss code that made a
-        non-finite loss, and hooks that name the loss code's operation whose backward turns a finite
-        gradient non-finite (the loss code's graph only, down to the models' outputs: a few nodes)."""
-        try:
-            if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
-                self.resolve()
-                return
-            self.resolve(force=not tens.tensor_finite(loss))
-            if not tens.tensor_finite(loss):
-                if self._loss_op is None:
-                    self._loss_op = origins.nonfinite_op(loss, stop=self._top_nodes)
-                return
-            origins.watch_loss_backward(self, loss.grad_fn, self._top_nodes)
-        except Exception as exc:
-            self._internal(exc)
-
     def end_step(self, loss=None, snapshot=None, terms=None):
         """Close the step: record loss, gradients, updates and origins. Returns True if all finite."""
         self.active = False
@@ -454,281 +378,6 @@ class Recorder(MeasureMixin):
         self._producers = {}
         return ok
 
-    def _measure_updates(self, snapshot, k, accumulate=False):
-        idx = [i for i in range(len(self.params)) if snapshot[i] is not None]
-        if not idx:
-            return
-        with torch.no_grad():
-            olds = [snapshot[i] for i in idx]
-            news = [self.params[i][1].detach() for i in idx]
-            try:  # fused passes where the build supports them; the snapshot becomes the difference in place
-                ons = [float(x) for x in torch._foreach_norm(olds)]
-                torch._foreach_sub_(olds, news)
-                dns = [float(x) for x in torch._foreach_norm(olds)]
-            except Exception:
-                ons = [float(torch.linalg.vector_norm(o.float())) for o in olds]
-                for o, n in zip(olds, news):  # noqa: B905
-                    o.sub_(n)
-                dns = [float(torch.linalg.vector_norm(o.float())) for o in olds]
-            dot = 0.0
-            if self.predict_change:  # sum over parameters of grad . dW (olds holds -dW now)
-                pairs = [
-                    (self.params[i][1].grad.detach(), olds[j])
-                    for j, i in enumerate(idx)
-                    if dns[j] != 0.0
-                    and self.params[i][1].grad is not None
-                    and self.params[i][1].grad.shape == olds[j].shape
-                ]
-                if pairs:  # one synchronisation for the whole model, not one per parameter
-                    dot = -float(torch.stack([tens.grad_dot(g, d) for g, d in pairs]).sum())
-                del pairs
-            numels = [o.numel() for o in olds]
-            del olds, news
-        at = self.steps_done - self.index_offset
-        if not self.measured_at or self.measured_at[-1] != self.steps_done:
-            self.measured_at.append(self.steps_done)
-        if accumulate and at < len(self.predicted_changes) and self.predicted_changes[at] is not None:
-            dot += self.predicted_changes[at]
-        _put(self.predicted_changes, at, dot if math.isfinite(dot) and self.predict_change else None)
-        _put(self.step_lrs, at, self._lrs)
-        for j, i in enumerate(idx):
-            s = self.pstats[i]
-            on, dn = ons[j], dns[j]
-            if s.init_rms is None:
-                s.init_rms = on / math.sqrt(max(1, numels[j]))
-            if dn != 0.0:  # exactly unchanged <=> the difference is all zeros
-                s.changed_steps.append(k)
-            s.param_norms.append(on)
-            s.update_ratios.append(dn / on if on > 0 else None)
-            if self.history:
-                for lst in (s.param_norms, s.update_ratios):
-                    if len(lst) > self.history:
-                        del lst[0]
-
-    # ------------------------------------------------------------------ hooks
-
-    def _finite_cached(self, t):
-        key = id(t)
-        hit = self._cache.get(key)
-        ver = tens.version(t)
-        if hit is not None and hit[0] is t and hit[1] == ver:
-            return hit[2]
-        res = tens.tensor_finite(t)
-        self._cache[key] = (t, ver, res)
-        return res
-
-    def _tree_finite(self, obj):
-        return all(self._finite_cached(t) for t in tens.float_tensors(obj))
-
-    def _pre(self, module, args, kwargs):
-        if not self.active or self.paused or (self.grad_only and not torch.is_grad_enabled()):
-            return None
-        try:
-            name = self.names.get(id(module), "?")
-            if len(self._events) >= MAX_EVENTS:
-                self._stack.append(None)
-                return None
-            parent = self._stack[-1] if self._stack else None
-            idx = len(self._events)
-            ev = {
-                "name": name,
-                "parent": parent,
-                "depth": len(self._stack),
-                "in_finite": None if self.lazy_finite else self._tree_finite((args, kwargs)),
-                "out_finite": None,
-                "done": None,
-                "in_grad_nf": None,
-                "out_grad_nf": None,
-                "out_grad_seen": False,
-            }
-            if self.lazy_finite:
-                ev["_in"] = list(tens.float_tensors((args, kwargs)))
-            self._events.append(ev)
-            self._stack.append(idx)
-            if module is self.model:
-                self._root_calls += 1
-                if self._root_calls == 1 and not self._inputs_seen and (args or kwargs):
-                    self._inputs_seen = True  # the first call with inputs (the observer may join mid-call)
-                    self._input_stats(args, kwargs)
-                    if self.root_call is None:
-                        self.root_call = (args, kwargs)
-                if torch.is_grad_enabled():
-                    self._check_train_mode(module)
-            if id(module) in self._has_params and name not in self.module_input_rms:
-                self._module_input(name, args)
-            if self.detail and torch.is_grad_enabled():
-                for t in tens.float_tensors((args, kwargs)):
-                    if t.requires_grad and t.grad_fn is not None:
-                        t.register_hook(self._grad_hook(idx, "in"))
-        except Exception as exc:  # never break the user's forward
-            self._internal(exc)
-        return None
-
-    def _post(self, module, args, kwargs, output):
-        if not self.active or self.paused or (self.grad_only and not torch.is_grad_enabled()):
-            return None
-        try:
-            idx = self._stack.pop() if self._stack else None
-            if idx is None:
-                return None
-            ev = self._events[idx]
-            name = ev["name"]
-            if self.lazy_finite:
-                ev["_out"] = list(tens.float_tensors(output))
-                ev["_module"] = module
-            else:
-                ev["out_finite"] = self._tree_finite(output)
-                self._judge_event(ev, module, list(tens.float_tensors((args, kwargs))), output)
-            ev["done"] = self._clock
-            self._clock += 1
-            self.calls[name] = self.calls.get(name, 0) + 1
-            if name not in self.first_order:
-                self.first_order[name] = self._order
-                self._order += 1
-            tname = type(module).__name__
-            if (tname in RELU_TYPES or tname in SAT_TYPES) and (
-                self.measure_scale or not self.sample_activations
-            ):
-                self._activation(name, tname, output)
-            if self.measure_scale and id(module) in self._has_params:
-                self._output_scale(name, output)
-            top = ev["parent"] is None  # a model's own output: its gradient hook says whether the
-            # gradient entering the model from the loss code is already non-finite (cheap: one per call)
-            if self.watch_producers or ((self.detail or top) and torch.is_grad_enabled()):
-                for t in tens.float_tensors(output):
-                    if t.requires_grad and t.grad_fn is not None:
-                        if self.watch_producers:
-                            self._producers.setdefault(id(t.grad_fn), (t.grad_fn, name))
-                        if top:
-                            self._top_nodes.append(t.grad_fn)
-                        if (self.detail or top) and torch.is_grad_enabled():
-                            t.register_hook(self._grad_hook(idx, "out"))
-            if module is self.model:
-                loss = tens.extract_loss(output)
-                if loss is not None:
-                    self._loss_seen = loss
-        except Exception as exc:
-            self._internal(exc)
-        return None
-
-    def _judge_event(self, ev, module, inputs, output):
-        """A module with finite inputs and a non-finite output: its own parameters, and the operation."""
-        if not (ev["out_finite"] is False and ev["in_finite"]):
-            return
-        name = ev["name"]
-        if id(module) in self._has_params:
-            with torch.no_grad():
-                ev["bad_params"] = [
-                    f"{name}.{pn}" if name else pn
-                    for pn, p in module.named_parameters(recurse=False)
-                    if not tens.tensor_finite(p)
-                ]
-        if not self._op_found:  # the operation inside it that made the value (first module only)
-            self._op_found = True
-            ev["op"] = origins.nonfinite_op(output, stop=[t.grad_fn for t in inputs])
-
-    def resolve(self, force=False):
-        """`lazy_finite`: judge the recorded forward passes now. Only when a model's output (or, `force`,
-        the loss) is not finite are the modules checked one by one; call before backward (the graph the
-        operation is traced in is still there) and before the optimizer step (parameters unchanged)."""
-        pending = [e for e in self._events if "_out" in e]
-        if not pending:
-            return
-        try:
-            top = [e for e in pending if e["parent"] is None]
-            bad = force or any(not self._tree_finite(e["_out"]) for e in top)
-            for e in pending:
-                if bad:
-                    e["in_finite"] = self._tree_finite(e["_in"])
-                    e["out_finite"] = self._tree_finite(e["_out"])
-                    self._judge_event(e, e["_module"], e["_in"], e["_out"])
-                else:
-                    e["in_finite"] = e["out_finite"] = True
-        except Exception as exc:
-            self._internal(exc)
-        finally:
-            for e in pending:
-                for key in ("_in", "_out", "_module"):
-                    e.pop(key, None)
-
-    def _check_train_mode(self, model):
-        """A training step (gradients enabled) with the whole model in eval mode: dropout and
-        batch norm behave as at evaluation time."""
-        if model.training or self.eval_during_training is not None or not self.mode_modules:
-            return
-        off = [n for n, m in self.mode_modules if not m.training]
-        if off:
-            self.eval_during_training = {"step": self.step, "modules": off[:10], "n_modules": len(off)}
-
-    def _grad_hook(self, idx, kind):
-        def hook(grad):
-            if not self.active_backward():
-                return None
-            try:
-                t = self._bclock
-                self._bclock += 1
-                if idx >= len(self._events):
-                    return None
-                ev = self._events[idx]
-                if kind == "out":
-                    ev["out_grad_seen"] = True
-                if not tens.tensor_finite(grad):
-                    key = "out_grad_nf" if kind == "out" else "in_grad_nf"
-                    if ev[key] is None:
-                        ev[key] = t
-            except Exception as exc:
-                self._internal(exc)
-            return None
-
-        return hook
-
-    def active_backward(self):
-        return self.active and not self.paused
-
-    def _param_hook(self, i):
-        def hook(grad):
-            if not self.active or self.paused:
-                return None
-            try:
-                s = self.pstats[i]
-                p = self.params[i][1]
-                # a closure's first evaluation of a new step must find .grad cleared as well (L-BFGS's
-                # closure without zero_grad sums every evaluation into the direction it searches)
-                if not s.fired and p.grad is not None and self.steps_done > 0:
-                    with torch.no_grad():
-                        if bool(tens.stored_values(p.grad.detach()).ne(0).any()):
-                            s.stale = True
-                if s.fires and s.sumsq > 0 and not self.in_closure and self._discarded(i, p):
-                    self._step_discards += 1
-                s.fired = True
-                s.fires += 1
-                with torch.no_grad():  # a sparse gradient is read through its stored values
-                    n = float(torch.linalg.vector_norm(tens.stored_values(grad.detach()).float()))
-                if not math.isfinite(n) and not tens.tensor_finite(grad):
-                    s.nonfinite = True
-                    owner = self.owner[i]
-                    if owner not in self._param_nf_t:
-                        self._param_nf_t[owner] = self._bclock
-                    self._bclock += 1
-                else:
-                    s.sumsq += n * n
-            except Exception as exc:
-                self._internal(exc)
-            return None
-
-        return hook
-
-    def _discarded(self, i, p):
-        """A later backward of the same step finds the earlier backward's gradient gone: cleared between
-        micro-batches (zero_grad inside the accumulation loop). `.grad` of None is free to check; an
-        all-zero `.grad` is checked on a few parameters only."""
-        if p.grad is None:
-            return True
-        if i in self._discard_sample:
-            with torch.no_grad():
-                return not bool(tens.stored_values(p.grad.detach()).ne(0).any())
-        return False
-
     def reset_micro(self):
         """Forget this step's backward passes (a GradScaler skipped the optimizer step: the next backward
         starts the step again)."""
@@ -738,16 +387,6 @@ class Recorder(MeasureMixin):
             s.sumsq = 0.0
             s.nonfinite = False
         self._step_discards = 0
-
-    def _effective_lr(self, p):
-        """The largest learning rate the parameter's group stepped with (a warmup starts at 0)."""
-        gi = self.opt_group.get(id(p))
-        used = [
-            lrs[gi]
-            for lrs in self.step_lrs
-            if lrs and gi is not None and gi < len(lrs) and lrs[gi] is not None
-        ]
-        return max(used) if used else self.opt_ids.get(id(p))
 
     def trim(self, keep):
         """Keep only the last `keep` entries of every per-step list (live mode's bounded memory)."""
@@ -768,25 +407,6 @@ class Recorder(MeasureMixin):
 
     def summary(self, *, mode="loss_fn", fixed_batch=True):
         return summarize.summary(self, mode=mode, fixed_batch=fixed_batch)
-
-
-def _norms(grads):
-    """Float norms of a list of gradients with one synchronisation (fused where the build allows)."""
-    if not grads:
-        return []
-    try:
-        with torch.no_grad():
-            dense = [g if not g.is_sparse else g.coalesce().values() for g in grads]
-            return torch.stack(
-                [n.float().reshape(()) for n in torch._foreach_norm(dense, 2, dtype=torch.float32)]
-            ).tolist()
-    except Exception:
-        out = []
-        with torch.no_grad():
-            for g in grads:
-                g = g.coalesce().values() if g.is_sparse else g
-                out.append(float(torch.linalg.vector_norm(g.detach().float())))
-        return out
 
 
 __all__ = [

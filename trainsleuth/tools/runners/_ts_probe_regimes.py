@@ -121,7 +121,7 @@ def detect(stats):
     if linear:
         add("linear_model", linear)
     outside = [o for o in obs.get("optimizers", []) if o.get("steps") and o.get("outside_units")]
-    if outside:
+    if outside and not _unheld_with_grad(obs):  # else: parameters of a replaced module, not an input
         o = outside[0]
         add(
             "input_optimization",
@@ -138,6 +138,14 @@ def detect(stats):
             },
         )
     return out
+
+
+def _unheld_with_grad(obs):
+    """Trainable parameters of a module the run calls that get gradients while no optimizer holds them:
+    with an optimizer over tensors no module holds, the optimizer was built before the module was replaced."""
+    held = set(obs.get("param_optimizers") or {})
+    got = set(obs.get("got_grad") or [])
+    return [n for u in obs.get("units", []) for n in u.get("trainable", []) if n in got and n not in held]
 
 
 def _heads(term):

@@ -64,6 +64,17 @@ def unheld_params_not_updated(stats):
         if not stuck or len(stuck) * 2 < len(u["trainable"]):
             continue
         mods = _by_module(stuck, obs)
+        orphans = [o for o in obs.get("optimizers", []) if o.get("steps") and o.get("outside_units")]
+        hint = (
+            "check which parameters each optimizer is built over (a copy-paste slip builds two "
+            "optimizers over the same network)"
+        )
+        if orphans:
+            o = orphans[0]
+            hint = (
+                f"{o['type']} steps {o['outside_units']} tensor(s) that no module of the run holds: it was "
+                f"built before {display(mods[0])} was replaced (build the optimizer after the last module swap)"
+            )
         out.append(
             finding(
                 "params_not_updated",
@@ -76,8 +87,7 @@ def unheld_params_not_updated(stats):
                     "params": stuck[:MAX_LISTED],
                     "n_params": len(stuck),
                     "in_optimizer": False,
-                    "hint": "check which parameters each optimizer is built over (a copy-paste slip builds two "
-                    "optimizers over the same network)",
+                    "hint": hint,
                 },
             )
         )

@@ -1,7 +1,8 @@
-"""Fine-tuning with a new head. python headswap_train.py [--late-optimizer]
+"""Fine-tuning with a new head. python headswap_train.py [--late-optimizer] [--frozen-backbone]
 
 The bug (default): the optimizer is built before the head is replaced, so the new head is in no
-optimizer and never moves. --late-optimizer builds it afterwards (healthy).
+optimizer and never moves. --late-optimizer builds it afterwards (healthy). --frozen-backbone trains
+only the head (a linear probe): with the bug, the optimizer then holds nothing the model holds.
 """
 
 import argparse
@@ -11,6 +12,7 @@ from torch import nn
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--late-optimizer", action="store_true")
+ap.add_argument("--frozen-backbone", action="store_true")
 args = ap.parse_args()
 
 torch.manual_seed(0)
@@ -27,11 +29,13 @@ class Classifier(nn.Module):
 
 
 model = Classifier()
+if args.frozen_backbone:
+    model.backbone.requires_grad_(False)
 if not args.late_optimizer:
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
 model.head = nn.Linear(64, 3)  # the new task has 3 classes
 if args.late_optimizer:
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
 x = torch.randn(512, 20)
 y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()
 for _step in range(100):
