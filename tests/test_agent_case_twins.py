@@ -52,4 +52,5 @@ def test_the_decisive_call_is_quiet_on_the_fixed_tree(case: str, tmp_path: Path)
     findings = out["structured"]["findings"]
     assert not [f for f in findings if f["code"] == decisive_code], out["text"]
     assert not [f for f in findings if f["severity"] == "error"], out["text"]
+    assert out["structured"]["healthy"] is True, out["text"]  # quiet: not even a warning
     print(f"\n{case} fixed: healthy={out['structured']['healthy']}, findings {[f['code'] for f in findings]}")

@@ -70,7 +70,7 @@ def test_two_torchrun_agents_as_two_nodes(tmp_path: Path) -> None:
     report = check(ws, f"{agent.format(n=0)} & {agent.format(n=1)}; wait")
     assert report.world_size == 2, report.render_text()
     assert sorted((p.node, p.rank, p.local_rank) for p in report.processes) == [(0, 0, 0), (1, 1, 0)]
-    assert all(p.reason == "steps_done" and p.steps == [1, 2, 3] for p in report.processes)
+    assert all(p.reason == "script_ended" and p.steps == [1, 2, 3] for p in report.processes)
     first = report.findings[0]
     assert first.module == "model.features" and first.evidence["differing_ranks"] == [1]
     assert "node 1 rank 1" in report.render_text()

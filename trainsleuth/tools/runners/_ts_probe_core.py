@@ -236,6 +236,7 @@ class Recorder(HooksMixin, UpdatesMixin, MeasureMixin):
         for h in self.handles:
             h.remove()
         self.handles = []
+        self.release_snapshots()
 
     # ------------------------------------------------------------------ helpers used by the contract checks
 
@@ -353,6 +354,7 @@ class Recorder(HooksMixin, UpdatesMixin, MeasureMixin):
             self._measured_step = k
             self.updates_measured = True
             self._measure_updates(snapshot, k)
+        self._release(snapshot)
         _put(self.predicted_changes, self.steps_done - self.index_offset, None, keep=True)
         _put(self.step_lrs, self.steps_done - self.index_offset, None, keep=True)
         finite_loss = lval is None or math.isfinite(lval)

@@ -218,7 +218,9 @@ class HooksMixin:
         try:
             top = [e for e in pending if e["parent"] is None]
             bad = force or any(not self._tree_finite(e["_out"]) for e in top)
-            for e in pending:
+            # children before their parents (the events are in call order): the innermost module that
+            # made the value is judged first and gets the operation, as in the eager hooks' post-order
+            for e in reversed(pending):
                 if bad:
                     e["in_finite"] = self._tree_finite(e["_in"])
                     e["out_finite"] = self._tree_finite(e["_out"])

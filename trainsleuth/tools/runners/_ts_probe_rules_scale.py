@@ -359,6 +359,7 @@ def update_rules(stats, steps, losses):
     step_lrs = stats.get("step_lrs") or []
     peaks = stats.get("peak_lrs") or []
     ratios = []
+    raw_ratios = []  # the same, at the learning rate each step used
     scaled_any = False
     for p in stats.get("params", []):
         if (
@@ -379,10 +380,12 @@ def update_rules(stats, steps, losses):
             continue
         gi = p.get("group")
         vals = []
+        raw = []
         for k, x in enumerate((p.get("update_ratios") or [])[:steps]):
             x = _num(x)
             if x is None or not math.isfinite(x) or x <= 0:
                 continue
+            raw.append(x)
             lrs = step_lrs[k] if k < len(step_lrs) else None
             if gi is not None and lrs and gi < len(lrs) and gi < len(peaks):
                 used, peak = _num(lrs[gi]), _num(peaks[gi])
@@ -392,6 +395,7 @@ def update_rules(stats, steps, losses):
             vals.append(x)
         if vals:
             ratios.append((sum(vals) / len(vals), p))
+            raw_ratios.append(sum(raw) / len(raw))
     improves = _loss_improves(losses[:steps])
     if first_steps:  # Adagrad/Adadelta: too high when the first step rewrites the weight whole
         med_first = statistics.median(r[0] for r in first_steps)
@@ -405,10 +409,16 @@ def update_rules(stats, steps, losses):
     high = [r for r in ratios if r[0] > t["update_high"]]
     ref = "about 1e-3 is usual; published tools flag outside 1e-4..1e-1"
     judge_loss = not regimes & {"adversarial", "rl"}
-    if med > median_high or (high and not improves and judge_loss):
+    too_high = med > median_high
+    if too_high and scaled_any and improves and raw_ratios and med <= t["update_high"]:
+        # above the band only when projected to a peak lr the schedule has not reached yet (a warmup),
+        # while the loss improves at the rates used: an adaptive optimizer's first steps move each weight
+        # by about lr, more than it will later, so the projection alone is not evidence
+        too_high = statistics.median(raw_ratios) > median_high
+    if too_high or (high and not improves and judge_loss):
         why = (
             f"the median weight changes by {med:.3g} of its size per step"
-            if med > median_high
+            if too_high
             else f"{len(high)} weight(s) change by more than {t['update_high']} of their size per step while the loss does not improve"
         )
         out.append(

@@ -50,16 +50,58 @@ class UpdatesMixin:
         with `only` (a set of parameter ids), of those only and None for the others."""
         if self.optimizers:
             self._lrs = [_f(g.get("lr")) for g in self._groups()]
+        # buffers reused from step to step (a fresh clone of every parameter each step costs more than the
+        # copy: the allocator hands back new pages to fault in); one in use by an unmeasured snapshot
+        # (two optimizers over one parameter) is not shared
+        pool = self.__dict__.setdefault("_snap_pool", {})
+        busy = self.__dict__.setdefault("_snap_busy", set())
+        out = [None] * len(self.params)  # type: list
+        dst, src = [], []
         with torch.no_grad():
-            return [
-                p.detach().clone() if p.requires_grad and (only is None or id(p) in only) else None
-                for _, p in self.params
-            ]
+            for i, (_, p) in enumerate(self.params):
+                if not p.requires_grad or (only is not None and id(p) not in only):
+                    continue
+                t = p.detach()
+                buf = pool.get(i)
+                if (
+                    i in busy
+                    or buf is None
+                    or buf.shape != t.shape
+                    or buf.dtype != t.dtype
+                    or buf.device != t.device
+                ):
+                    buf = t.clone()
+                    if i not in busy:
+                        pool[i] = buf
+                else:
+                    dst.append(buf)
+                    src.append(t)
+                busy.add(i)
+                out[i] = buf
+            if dst:
+                try:
+                    torch._foreach_copy_(dst, src)
+                except Exception:  # builds without the fused copy
+                    for d, t in zip(dst, src):  # noqa: B905
+                        d.copy_(t)
+        return out
+
+    def _release(self, snapshot):
+        """The snapshot's buffers may be reused by the next one (its measurement reads them right after)."""
+        busy = self.__dict__.get("_snap_busy")
+        if busy and snapshot is not None:
+            busy.difference_update(i for i, t in enumerate(snapshot) if t is not None)
+
+    def release_snapshots(self):
+        """Drop the reused snapshot buffers (when the recorder stops watching)."""
+        self.__dict__.pop("_snap_pool", None)
+        self.__dict__.pop("_snap_busy", None)
 
     def measure_updates(self, snapshot, accumulate=False):
         """Record this step's parameter updates against `snapshot`, while `.grad` still holds the
         gradients the optimizer used (call right after optimizer.step, e.g. from its post-hook).
         `accumulate`: a further optimizer of the same step (the step's first-order change adds up)."""
+        self._release(snapshot)
         if snapshot is None or (self._measured_step == self.step and not accumulate):
             return
         self._measured_step = self.step
