@@ -62,9 +62,21 @@ async def test_get_job_cuts_a_long_wait_and_says_so(history: History) -> None:
         await client.call_tool("cancel_job", {"job_id": job["job_id"]})
 
 
+def test_a_tool_that_hands_back_a_job_is_followed_to_its_result_by_default(history: History) -> None:
+    """Blind runs: each submit_diagnosis/verify_fix that became a job cost a get_job call; one command now
+    gives the result (unless the call asked for a background job, or --wait 0)."""
+    ws = history.path
+    done = cli(ws, "bisect_commits", "--args-json", json.dumps(bisect_args(history)))
+    assert done["structured"]["status"] == "succeeded", done["text"]
+    assert "first bad commit" in done["text"].lower(), done["text"]
+    background = cli(ws, "bisect_commits", "--args-json", json.dumps(bisect_args(history, background=True)))
+    assert background["structured"]["status"] == "running"
+    cli(ws, "cancel_job", "--arg", f"job_id={background['structured']['job_id']}")
+
+
 def test_client_call_waits_as_long_as_asked(history: History) -> None:
     ws = history.path
-    started = cli(ws, "bisect_commits", "--args-json", json.dumps(bisect_args(history)))
+    started = cli(ws, "bisect_commits", "--args-json", json.dumps(bisect_args(history)), "--wait", "0")
     assert started["structured"]["status"] == "running"
     # One get_job call from the shell waits the whole 300 s asked for if needed: the CLI repeats get_job.
     done = cli(ws, "get_job", "--arg", f"job_id={started['structured']['job_id']}", "--arg", "wait_s=300")
@@ -81,7 +93,14 @@ def test_polls_are_not_evidence_and_a_result_is_evidence_once(history: History) 
     inv = cli(ws, "start_investigation", "--arg", "symptom=the run fails since the last commits")
     iid = inv["structured"]["investigation_id"]
     # Started with the investigation: the job records its result itself; polls add nothing.
-    job = cli(ws, "bisect_commits", "--args-json", json.dumps(bisect_args(history, investigation_id=iid)))
+    job = cli(
+        ws,
+        "bisect_commits",
+        "--args-json",
+        json.dumps(bisect_args(history, investigation_id=iid)),
+        "--wait",
+        "0",
+    )
     job_id = job["structured"]["job_id"]
     polls = [cli(ws, "get_job", "--args-json", json.dumps({"job_id": job_id, "investigation_id": iid}))]
     final = cli(

@@ -96,7 +96,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="SECONDS",
         help="when the tool hands back a running job, follow it with get_job for up to SECONDS and print its "
-        "result (default: get_job's own wait_s, any length; else 0)",
+        "result (default: get_job's own wait_s, any length; 0 with background=true; else 300)",
     )
     add_fail_on(call)
     _add_server_options(call)
@@ -296,10 +296,17 @@ def run_call(args: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
+# A shell has no client timeout: a tool that hands back a job (a reproducer run, a bisect) is followed to
+# its result for this long unless --wait says otherwise, so one command gives the answer (blind runs:
+# every `submit_diagnosis`/`verify_fix` otherwise cost a get_job call or two).
+FOLLOW_JOBS_S = 300.0
+
+
 def _asked_wait(tool: str, arguments: dict[str, Any]) -> float:
-    """get_job's own wait_s, however long (the server waits at most 40 s a call; the rest is polled)."""
+    """get_job's own wait_s, however long (the server waits at most 40 s a call; the rest is polled);
+    for any other tool FOLLOW_JOBS_S, unless the call asked for a background job."""
     if tool != "get_job":
-        return 0.0
+        return 0.0 if arguments.get("background") is True else FOLLOW_JOBS_S
     try:
         return max(0.0, float(arguments.get("wait_s") or 0))
     except (TypeError, ValueError):

@@ -159,7 +159,8 @@ class DiagnosisView(DiagnosisSpec):
     )
     disproof_from: str | None = Field(
         default=None,
-        description="The confirmed hypothesis whose rule_out_if is the disproving observation (none was given).",
+        description="Where the disproving observation came from when none was given: the confirmed hypothesis "
+        "whose rule_out_if it is, or 'reproducer' (the reproducer still failing with the fix applied).",
     )
     failed_attempts: int = Field(
         default=0,

@@ -76,18 +76,30 @@ def _markers(annotation: Any, metadata: list[Any]) -> list[Any]:
 
 
 def _apply_marker(
-    value: Any, marker: Any, ctx: ServerContext, field_name: str, outside: list[tuple[str, str]]
+    value: Any,
+    marker: Any,
+    ctx: ServerContext,
+    field_name: str,
+    outside: list[tuple[str, str]],
+    notes: list[str] | None = None,
 ) -> Any:
     if value is None:
         return None
     if isinstance(value, list):
-        return [_apply_marker(v, marker, ctx, f"{field_name}[{i}]", outside) for i, v in enumerate(value)]
+        return [
+            _apply_marker(v, marker, ctx, f"{field_name}[{i}]", outside, notes) for i, v in enumerate(value)
+        ]
     if isinstance(marker, PathArg) and marker.when_left_out:
         try:
             return _apply_marker(
                 value, PathArg(marker.must_exist, marker.read_only), ctx, field_name, outside
             )
         except PolicyError as exc:
+            if notes is not None and not marker.read_only:
+                # an optional place to write: an honest call is not refused for it; the tool uses what
+                # leaving it out does, and the answer says so (blind runs: rca_dir=/tmp/... was refused)
+                notes.append(f"({field_name} {value!r} not used: {exc}; {marker.when_left_out})")
+                return None
             hint = f"or leave {field_name} out: {marker.when_left_out}"
             raise PolicyError(str(exc), f"{exc.next_step}; {hint}" if exc.next_step else hint) from None
     if isinstance(marker, PathArg):
@@ -131,11 +143,15 @@ def check_entrypoint(value: str, ctx: ServerContext, field_name: str = "entrypoi
 
 
 def apply_policy(
-    args: BaseModel, ctx: ServerContext, outside: list[tuple[str, str]] | None = None
+    args: BaseModel,
+    ctx: ServerContext,
+    outside: list[tuple[str, str]] | None = None,
+    notes: list[str] | None = None,
 ) -> BaseModel:
     """Resolve every path field and check every ref field (recursing into nested models).
 
-    Read-only inputs found outside the workspaces are appended to `outside` as (field, path).
+    Read-only inputs found outside the workspaces are appended to `outside` as (field, path); with `notes`,
+    an optional output path that cannot be used is left out (what leaving it out does) and said there.
     """
     outside = outside if outside is not None else []
     updates: dict[str, Any] = {}
@@ -143,11 +159,11 @@ def apply_policy(
         value = getattr(args, name)
         markers = _markers(info.annotation, list(info.metadata))
         if markers:
-            updates[name] = _apply_marker(value, markers[0], ctx, name, outside)
+            updates[name] = _apply_marker(value, markers[0], ctx, name, outside, notes)
         elif isinstance(value, BaseModel):
-            updates[name] = apply_policy(value, ctx, outside)
+            updates[name] = apply_policy(value, ctx, outside, notes)
         elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-            updates[name] = [apply_policy(v, ctx, outside) for v in value]
+            updates[name] = [apply_policy(v, ctx, outside, notes) for v in value]
     return args.model_copy(update=updates) if updates else args
 
 
@@ -286,7 +302,7 @@ class ToolRegistry:
             call.resolved = {k: kwargs.pop(k) for k in list(resolved) if k in kwargs}
             args: BaseModel | None = None
             try:
-                args = apply_policy(input_model.model_validate(kwargs), ctx, call.outside_reads)
+                args = apply_policy(input_model.model_validate(kwargs), ctx, call.outside_reads, call.notes)
                 if long_running:
                     from trainsleuth.server.longrun import run_as_job
 
