@@ -89,9 +89,20 @@ async def test_every_playbook_call_validates_against_the_published_schemas(tmp_p
     assert len(checked) == len(playbook_cases()) and min(checked.values()) >= 6, checked
 
 
+# `trainsleuth client run` (the playbook runner, its dialog stand-in answering the approval) on three cases
+# that cover its paths; every case's playbook is walked step by step with the same expectations by
+# tests/test_agent_honest_path.py (each case's check.sh runs twice per walk: walking all of them twice
+# would cost make test about 10 minutes on 2 cores for no new coverage).
+RUNNER_CASES = ["tabular_shuffle", "bf16_motion", "ddp_frozen_features"]
+
+
+def test_the_runner_cases_are_cases() -> None:
+    assert set(RUNNER_CASES) <= set(playbook_cases())
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("name", playbook_cases())
+@pytest.mark.parametrize("name", RUNNER_CASES)
 def test_playbook_resolves_the_case_with_few_protocol_calls(name: str, tmp_path: Path) -> None:
     run = run_case(name, tmp_path)
     tails = [
