@@ -53,10 +53,18 @@ async def test_adversary_tries_to_skip_every_gate(tmp_path: Path) -> None:
         # Everything a diagnosis lacks is named in one refusal, not one field per call.
         bare = {"investigation_id": iid, "symptom": "s", "root_cause": "r", "mechanism": "m",
                 "proposed_fix": {"change": "c"}, "confidence": 0.9}  # fmt: skip
-        await d.refused("submit_diagnosis", bare, "evidence_ids", "proposed_fix.files")
+        await d.refused(
+            "submit_diagnosis", bare, "evidence_ids", "disproving_observation", "proposed_fix.files"
+        )
         await d.refused("submit_diagnosis", d.diagnosis(iid, "ev-invented"), "does not exist", "ev-invented")
         await d.refused("submit_diagnosis", d.diagnosis(iid, other_ev), "does not exist", other_ev)
         ev = await d.evidence(iid)
+        await d.refused(
+            "submit_diagnosis",
+            d.diagnosis(iid, ev, disproving_observation="   "),
+            "would disprove",
+            "disproving_observation",
+        )
         # Full pathway: a diagnosis needs a confirmed hypothesis, tested one at a time.
         await d.refused(
             "submit_diagnosis", d.diagnosis(iid, ev), "confirmed hypothesis", "propose_hypotheses"
@@ -227,18 +235,21 @@ def test_edit_gate_without_protocol_tables_and_with_a_broken_database(tmp_path: 
     assert not status.allowed and "cannot read" in status.reason
 
 
-async def test_a_diagnosis_without_a_disproving_observation_is_not_refused_for_it(tmp_path: Path) -> None:
-    """Blind runs (round 3): two of four assistants had their first diagnosis refused for a missing
-    disproving_observation alone. With no confirmed hypothesis to take it from, the reproducer still
-    failing once the fix is in is recorded as the disproving observation, and the answer says so."""
+async def test_a_diagnosis_without_its_disproof_is_refused_with_what_to_give(tmp_path: Path) -> None:
+    """Guarantee 2 (docs/spec/interface.md): a diagnosis states what would disprove it. Resting on no
+    confirmed hypothesis, one without disproving_observation is refused, and the refusal says so once,
+    with the two ways to meet it (blind runs, round 3: two first diagnoses were refused for this alone)."""
     ws = make_repo(tmp_path / "ws", {"train.py": "lr = 10\n"})
     server, _, person = server_with_person(ws)
     async with Client(server) as c:
         d = Driver(c, person)
         iid = await d.start(reproducer=REPRO)
         ev = await d.evidence(iid)
-        diag = (await d.ok("submit_diagnosis", d.diagnosis(iid, ev, disproving_observation="")))["diagnosis"]
-        assert diag["disproof_from"] == "reproducer"
-        assert diag["disproving_observation"] == (
-            f"the reproducer ({REPRO}) still fails once the proposed fix is applied"
+        await d.refused(
+            "submit_diagnosis",
+            d.diagnosis(iid, ev, disproving_observation=""),
+            "would disprove",
+            "disproving_observation",
+            "rule_out_if",
         )
+        await d.ok("submit_diagnosis", d.diagnosis(iid, ev))

@@ -48,6 +48,9 @@ async def test_restart_mid_investigation_over_stdio(tmp_path: Path) -> None:
                     "begin_fix", {"investigation_id": iid, "description": "x"}, "no approved diagnosis"
                 )
                 await d.refused("submit_diagnosis", d.diagnosis(iid, ev, evidence_ids=[]), "evidence")
+                await d.refused(
+                    "submit_diagnosis", d.diagnosis(iid, ev, disproving_observation=""), "disprove"
+                )
                 await d.full_hypotheses(iid, ev)
                 # Guarantee 3 over stdio.
                 await d.ok("submit_diagnosis", d.diagnosis(iid, ev, confidence=0.6))

@@ -285,8 +285,7 @@ def _foundation(
 
 def _disproof(draft: Draft, verdict: Verdict, confirmed: dict[str, dict[str, Any]]) -> None:
     """The disproving observation: the one given, else the rule_out_if of the confirmed hypothesis it rests
-    on (the observation that would rule that cause out is exactly what would disprove the diagnosis), else
-    the reproducer failing with the fix applied."""
+    on (the observation that would rule that cause out is exactly what would disprove the diagnosis)."""
     given = draft.disproving_observation.strip()
     if given:
         verdict.disproving_observation = draft.disproving_observation
@@ -296,15 +295,6 @@ def _disproof(draft: Draft, verdict: Verdict, confirmed: dict[str, dict[str, Any
     if rests_on and rule_out:
         verdict.disproving_observation = rule_out
         verdict.disproof_from = rests_on
-        return
-    if verdict.command:
-        # never refuse an honest diagnosis for this alone: the reproducer still failing once the one change
-        # is in is what disproves a root cause that the fix addresses (verify_fix checks exactly that);
-        # recorded as taken, so the person reads where it came from
-        verdict.disproving_observation = (
-            f"the reproducer ({verdict.command}) still fails once the proposed fix is applied"
-        )
-        verdict.disproof_from = "reproducer"
         return
     verdict.problems.append(
         (

@@ -159,8 +159,7 @@ class DiagnosisView(DiagnosisSpec):
     )
     disproof_from: str | None = Field(
         default=None,
-        description="Where the disproving observation came from when none was given: the confirmed hypothesis "
-        "whose rule_out_if it is, or 'reproducer' (the reproducer still failing with the fix applied).",
+        description="The confirmed hypothesis whose rule_out_if is the disproving observation (none was given).",
     )
     failed_attempts: int = Field(
         default=0,

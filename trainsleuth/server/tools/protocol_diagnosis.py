@@ -60,7 +60,7 @@ class SubmitDiagnosisInput(ToolInput):
     will_not_fix: str = ""
     confidence: float = Field(ge=0.0, le=1.0)
     alternatives_considered: list[str] = Field(default_factory=list)
-    disproving_observation: str = Field(default="", description="Else: the reproducer still failing, fixed.")
+    disproving_observation: str = Field(default="", description="Required when no hypothesis is confirmed.")
     disproof_looked_for: bool = False
     disproof_result: str | None = None
     hypothesis_id: str | None = None
