@@ -62,3 +62,16 @@ def test_torch_compile_dead_pair_found_and_twin_quiet(loops: Path) -> None:
     assert "2.weight" in rows and "_orig_mod" not in "".join(rows)  # named as the user sees them
     healthy = probe(loops, "python compile_train.py")
     assert healthy.healthy, alarms(healthy)
+
+
+def test_a_large_model_has_its_updates_measured_every_other_step(loops: Path) -> None:
+    """The copy of every weight before each step is most of the probe's cost on a large model
+    (benchmarks/observe.py): above 5M weights updates are measured at every other observed step, and the
+    report says so; a small model's at every step."""
+    large = probe(loops, "python wide_train.py 2400", steps=6)
+    small = probe(loops, "python wide_train.py 64", steps=6)
+    assert large.healthy and small.healthy, (large.findings, small.findings)
+    assert {r["changed_steps"] for r in large.params if r.get("changed_steps") is not None} == {3}
+    assert {r["changed_steps"] for r in small.params if r.get("changed_steps") is not None} == {6}
+    assert any("measured at every other observed step" in n for n in large.notes), large.notes
+    assert not any("every other observed step" in n for n in small.notes)

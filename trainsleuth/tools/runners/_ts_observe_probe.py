@@ -30,6 +30,7 @@ from _ts_probe_observed import StateWatch, _pre, clean_name, merge, param_rows, 
 from _ts_probe_watch import RegimeWatch
 
 MAX_NOTES = 30
+LARGE_MODEL = 5_000_000  # weights; above it updates are measured every other observed step
 
 
 def make(observer, options):
@@ -48,6 +49,7 @@ class Watched:
         )
         self.rec = rec
         self.first_step = None  # the first observed position it took part in
+        self._numel = None  # its trainable weights, counted once
 
     def describe(self):
         params = [p for _, p in self.rec.params]
@@ -330,7 +332,22 @@ class ProbePlugin:
                 continue
             self.cleared += w.rec.read_grads(only=ids)
             w.rec.in_closure = closure
-            self.snaps[(info.index, id(w))] = w.rec.snapshot_params(only=ids)
+            if self._measure_updates_now(w):
+                self.snaps[(info.index, id(w))] = w.rec.snapshot_params(only=ids)
+
+    def _measure_updates_now(self, w):
+        """Updates of a large model (over LARGE_MODEL weights) are measured every other observed step:
+        the copy of every weight before the step is most of the probe's cost on such a model (1.26x a plain
+        step on a 10M transformer, `benchmarks/observe.py`); gradients are still read at every step."""
+        n = w._numel
+        if n is None:
+            n = w._numel = sum(p.numel() for _, p in w.rec.params)
+            if n > LARGE_MODEL:
+                self._note(
+                    f"{w.root.label} has {n:,} weights: its updates were measured at every other observed step "
+                    "(gradients at every step)"
+                )
+        return n <= LARGE_MODEL or (self.pos or 0) % 2 == 0
 
     def after_step(self, info, k):
         closure = info.index in self._closure_open
