@@ -25,6 +25,13 @@ CODE_LINKS: dict[str, list[str]] = {
     "loss_term_wrong_sign": ["loss-term-sign"],
     "advantage_not_detached": ["advantage-not-detached"],
     "dropout_in_eval": ["train-eval-mode"],
+    # trace_diff (issue 29): the first call or tensor that differs between a good and a bad variant
+    "call_missing": ["bad-initialisation", "version-regression", "train-eval-mode"],
+    "call_order": ["bad-initialisation", "version-regression"],
+    "call_args": ["version-regression", "params-missing-from-optimizer"],
+    "update_lost": ["params-missing-from-optimizer", "frozen-parameters", "accidental-detach"],
+    "trace_divergence": ["version-regression", "rank-dependent-randomness", "unsynced-frozen-weights"],
+    "invariant_broken": ["train-eval-mode", "frozen-parameters", "unsynced-frozen-weights"],
     "grad_accumulation_mismatch": ["grad-accumulation-scaling", "missing-zero-grad", "ddp-no-sync-misuse"],
     # ----------------------------------------------------------------- gradient probe
     "nonfinite_loss": [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainsleuth.knowledge.links import failure_modes_for
 from trainsleuth.tools.findings import Finding
 from trainsleuth.tools.trace.compare import (
     BAND_FACTOR,
@@ -427,6 +428,7 @@ def _findings(report: TraceDiffReport) -> list[Finding]:
                     }.items()
                     if v is not None
                 },
+                failure_modes=failure_modes_for(d.code),
             )
         )
     for x in report.invariants:
@@ -438,6 +440,7 @@ def _findings(report: TraceDiffReport) -> list[Finding]:
                 step=x.step,
                 module=", ".join(x.subjects[:4]),
                 evidence={"invariant": x.invariant, "rank": x.rank, **x.evidence},
+                failure_modes=failure_modes_for("invariant_broken"),
             )
         )
     return out
