@@ -90,8 +90,16 @@ def check_command(
     out = run.run_dir / "out"
     files = digests.read_rank_files(out)
     comparison = digests.compare_ranks(files, rank_rtol)
-    if watch.event in (None, "timeout_progressing"):
+    if watch.event is None:
         _require_ranks(run, comparison)
+    elif watch.event == "timeout_progressing" and len(comparison.ranks) < 2:
+        # stopped while training: the processes were killed before they wrote their reports, so what was
+        # compared is the ranks' digest files
+        raise AnalysisError(
+            f"check_distributed: the job was still training at timeout_s={timeout_s:g}s and fewer than two "
+            "ranks had written their digests",
+            "give a shorter configuration or a larger timeout_s",
+        )
     report = _report(run, comparison, steps)
     if watch.event == "timeout_progressing":
         at = ", ".join(f"rank {r} at step {s}" for r, s in sorted(watch.progress.items()))
