@@ -175,6 +175,8 @@ class Recorder(HooksMixin, UpdatesMixin, MeasureMixin):
         self.term_grad_norms = {}
         self.shared_params = 0
         self.updates_measured = False
+        self._snap_pool = {}  # type: dict  # param index -> a snapshot buffer reused step to step
+        self._snap_busy = set()  # type: set  # indices whose buffer an unmeasured snapshot still holds
         self.watch_producers = False
         self._producers = {}
         self._measured_step = None

@@ -121,7 +121,9 @@ def detect(stats):
     if linear:
         add("linear_model", linear)
     outside = [o for o in obs.get("optimizers", []) if o.get("steps") and o.get("outside_units")]
-    if outside and not _unheld_with_grad(obs):  # else: parameters of a replaced module, not an input
+    # with trainable parameters that run, get gradients and sit in no optimizer, the optimizer's own tensors
+    # are those of a module replaced after it was built, not an input
+    if outside and not any(unheld_with_grad(obs, u) for u in obs.get("units", [])):
         o = outside[0]
         add(
             "input_optimization",
@@ -140,12 +142,12 @@ def detect(stats):
     return out
 
 
-def _unheld_with_grad(obs):
-    """Trainable parameters of a module the run calls that get gradients while no optimizer holds them:
-    with an optimizer over tensors no module holds, the optimizer was built before the module was replaced."""
+def unheld_with_grad(obs, unit):
+    """The trainable parameters of `unit` (a module the run calls) that get gradients while no optimizer
+    holds them."""
     held = set(obs.get("param_optimizers") or {})
     got = set(obs.get("got_grad") or [])
-    return [n for u in obs.get("units", []) for n in u.get("trainable", []) if n in got and n not in held]
+    return [n for n in unit.get("trainable", []) if n in got and n not in held]
 
 
 def _heads(term):

@@ -53,14 +53,10 @@ def unheld_params_not_updated(stats):
     an optimizer holds): its parameters get gradients, no optimizer holds them, and they never change."""
     obs = stats.get("regime_obs") or {}
     known = {p["name"] for p in stats.get("params", [])}
-    held = set(obs.get("param_optimizers") or {})
-    got = set(obs.get("got_grad") or [])
     changed = set(obs.get("frozen_changed") or {})
     out = []
     for u in obs.get("units", []):
-        stuck = [
-            n for n in u["trainable"] if n in got and n not in held and n not in known and n not in changed
-        ]
+        stuck = [n for n in regimes.unheld_with_grad(obs, u) if n not in known and n not in changed]
         if not stuck or len(stuck) * 2 < len(u["trainable"]):
             continue
         mods = _by_module(stuck, obs)

@@ -44,6 +44,8 @@ class UpdatesMixin:
     step_lrs: Any
     steps_done: Any
     updates_measured: Any
+    _snap_pool: Any
+    _snap_busy: Any
 
     def snapshot_params(self, only=None):
         """Detached copies of the trainable parameters (taken right before an optimizer step);
@@ -53,8 +55,7 @@ class UpdatesMixin:
         # buffers reused from step to step (a fresh clone of every parameter each step costs more than the
         # copy: the allocator hands back new pages to fault in); one in use by an unmeasured snapshot
         # (two optimizers over one parameter) is not shared
-        pool = self.__dict__.setdefault("_snap_pool", {})
-        busy = self.__dict__.setdefault("_snap_busy", set())
+        pool, busy = self._snap_pool, self._snap_busy
         out = [None] * len(self.params)  # type: list
         dst, src = [], []
         with torch.no_grad():
@@ -88,14 +89,13 @@ class UpdatesMixin:
 
     def _release(self, snapshot):
         """The snapshot's buffers may be reused by the next one (its measurement reads them right after)."""
-        busy = self.__dict__.get("_snap_busy")
-        if busy and snapshot is not None:
-            busy.difference_update(i for i, t in enumerate(snapshot) if t is not None)
+        if snapshot is not None:
+            self._snap_busy.difference_update(i for i, t in enumerate(snapshot) if t is not None)
 
     def release_snapshots(self):
         """Drop the reused snapshot buffers (when the recorder stops watching)."""
-        self.__dict__.pop("_snap_pool", None)
-        self.__dict__.pop("_snap_busy", None)
+        self._snap_pool = {}
+        self._snap_busy = set()
 
     def measure_updates(self, snapshot, accumulate=False):
         """Record this step's parameter updates against `snapshot`, while `.grad` still holds the
